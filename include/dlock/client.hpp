@@ -1,0 +1,89 @@
+// dlock/client.hpp — a connection to Redis that every dlock synchronizer shares.
+//
+// A client owns an asio::io_context and the thread(s) running it (config::io_threads), one
+// pipelined command connection and one pub/sub subscriber connection. It connects in the
+// background and reconnects on its own; a call made while it is disconnected waits up to the
+// connect timeout and then fails with the connect error.
+//
+//   dlock::client client{dlock::config::from_uri("redis://127.0.0.1:6379")};
+//   auto rtt = client.ping();                         // throws dlock::lock_error on failure
+//   std::error_code ec;
+//   dlock::reply r = client.execute({"GET", "k"}, ec); // or the error_code form
+//   co_await client.async_execute({"INCR", "n"}, asio::use_awaitable);
+//
+// Thread safety: every member may be called from any thread. Sync calls (ping, execute) block
+// the calling thread; made on the client's own I/O thread they fail with errc::would_deadlock
+// instead. Async completions run on the handler's associated executor (default: the I/O thread).
+// Destruction (or shutdown()) completes every pending call with errc::shutdown and joins the I/O
+// threads; it must not happen on an I/O thread.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "dlock/config.hpp"
+#include "dlock/detail/completion.hpp"
+#include "dlock/error.hpp"
+#include "dlock/reply.hpp"
+
+namespace dlock {
+
+namespace detail {
+class client_impl;
+}
+
+class client {
+ public:
+  using executor_type = asio::any_io_executor;
+
+  // Starts the I/O thread(s) and begins connecting. Throws lock_error(errc::invalid_uri) for an
+  // invalid config and lock_error(errc::tls_config_invalid) for unusable TLS files.
+  explicit client(config cfg);
+  client(config cfg, std::error_code& ec);  // on error the client is unusable (calls fail)
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // Completes pending calls with errc::shutdown, closes the connections and joins the I/O
+  // threads. Idempotent. On an I/O thread: errc::would_deadlock and nothing happens.
+  void shutdown();
+  void shutdown(std::error_code& ec);
+
+  // This client's id: the `<uuid>` prefix of every owner field it writes.
+  const std::string& id() const noexcept;
+  const config& cfg() const noexcept;
+  executor_type get_executor() const noexcept;
+  // True on one of this client's I/O threads (where sync calls would deadlock).
+  bool on_io_thread() const noexcept;
+
+  // One Redis command. Error replies complete with their errc (and the reply holds the text).
+  template <asio::completion_token_for<void(std::error_code, reply)> Token>
+  auto async_execute(std::vector<std::string> args, Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code, reply)>(
+        [this](auto handler, std::vector<std::string> a) {
+          start_execute(std::move(a), detail::erase_handler<reply>(std::move(handler), get_executor()));
+        },
+        token, std::move(args));
+  }
+  reply execute(std::vector<std::string> args);
+  reply execute(std::vector<std::string> args, std::error_code& ec);
+
+  // A PING round trip; returns its duration.
+  std::chrono::microseconds ping();
+  std::chrono::microseconds ping(std::error_code& ec);
+
+  // For dlock's own synchronizers.
+  detail::client_impl& impl() noexcept { return *impl_; }
+
+ private:
+  void start_execute(std::vector<std::string> args, detail::completion<reply> done);
+
+  std::unique_ptr<detail::client_impl> impl_;
+};
+
+}  // namespace dlock

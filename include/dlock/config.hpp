@@ -1,0 +1,71 @@
+// dlock/config.hpp — where and how a client connects, as a struct with defaults or a URI.
+//
+//   auto cfg = dlock::config::from_uri("redis://app:secret@10.0.0.5:6379/2?timeout=500ms");
+//   auto tls = dlock::config::from_uri(
+//       "rediss://redis.internal:6380?ca=/etc/ssl/ca.pem&cert=/etc/ssl/me.pem&key=/etc/ssl/me.key");
+//
+// URI grammar: `redis://` or `rediss://` (TLS), optional `user:password@` or `:password@`
+// (percent-encoded), host name, IPv4 or `[IPv6]`, optional `:port` (default 6379), optional
+// `/db` (a non-negative integer; the server checks it against `databases`), then parameters:
+//
+//   connect_timeout, timeout (per command), health_check (idle PING interval, 0 = off),
+//   reconnect_min, reconnect_max     durations: `250ms`, `3s`, `2m`, or a bare number of ms
+//   name          CLIENT SETNAME (no spaces)
+//   ca, cert, key TLS files (PEM): CA bundle, client certificate chain, client private key
+//   sni           the name to verify the server certificate against (default: the host)
+//   watchdog      lease given to locks taken without one (default 30s; renewed every third)
+//   io_threads    threads running the client's io_context (default 1)
+//
+// Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
+// rejected with errc::invalid_uri.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace dlock {
+
+struct tls_options {
+  bool enabled = false;
+  std::string ca_file;     // PEM CA bundle; empty = the system's default trust store
+  std::string cert_file;   // client certificate chain (PEM), for servers that require one
+  std::string key_file;    // client private key (PEM)
+  std::string server_name; // name the certificate must carry; empty = config::host
+};
+
+struct config {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string username;  // empty = the default user (AUTH password)
+  std::string password;  // empty = no AUTH
+  int database = 0;
+  tls_options tls;
+
+  std::chrono::milliseconds connect_timeout{2000};    // TCP + TLS + AUTH/SELECT handshake
+  std::chrono::milliseconds command_timeout{3000};    // per command, from submission to reply
+  std::chrono::milliseconds health_check_interval{5000};  // PING after this long idle; 0 = off
+  std::chrono::milliseconds reconnect_min{50};        // first backoff step (jittered)
+  std::chrono::milliseconds reconnect_max{2000};      // backoff cap
+  std::chrono::milliseconds watchdog_lease{30000};    // lease of locks taken without one
+  std::string client_name = "dlock";
+  unsigned io_threads = 1;
+
+  // Parses a URI (see the file comment). The throwing form raises lock_error(errc::invalid_uri)
+  // with the reason in what(); the other sets `ec` and returns a default config.
+  static config from_uri(std::string_view uri);
+  static config from_uri(std::string_view uri, std::error_code& ec);
+  static config from_uri(std::string_view uri, std::error_code& ec, std::string& reason);
+
+  // Checks the values a struct-built config may get wrong (timeouts <= 0, empty host, names
+  // with spaces...). Returns errc::invalid_uri with `reason` set, or an empty code.
+  std::error_code validate(std::string& reason) const;
+};
+
+// Reads a duration: `250ms`, `30s`, `2m`, `1h`, or a bare number of milliseconds. Rejects
+// negative, fractional, overflowing and unit-less garbage with errc::invalid_argument.
+std::chrono::milliseconds parse_duration(std::string_view text, std::error_code& ec);
+
+}  // namespace dlock

@@ -1,0 +1,7 @@
+// dlock/dlock.hpp — everything: the client, its configuration, errors and replies.
+#pragma once
+
+#include "dlock/client.hpp"
+#include "dlock/config.hpp"
+#include "dlock/error.hpp"
+#include "dlock/reply.hpp"

@@ -1,0 +1,67 @@
+#include "dlock/client.hpp"
+
+#include "resp/encoder.hpp"
+#include "runtime/blocking.hpp"
+#include "runtime/client_impl.hpp"
+
+namespace dlock {
+
+client::client(config cfg) {
+  std::error_code ec;
+  std::string reason;
+  impl_ = std::make_unique<detail::client_impl>(std::move(cfg), ec, reason);
+  if (ec) throw lock_error(ec, reason);
+}
+
+client::client(config cfg, std::error_code& ec) {
+  std::string reason;
+  impl_ = std::make_unique<detail::client_impl>(std::move(cfg), ec, reason);
+}
+
+client::~client() = default;
+
+void client::shutdown() {
+  std::error_code ec;
+  shutdown(ec);
+  throw_if(ec);
+}
+void client::shutdown(std::error_code& ec) { impl_->shutdown(ec); }
+
+const std::string& client::id() const noexcept { return impl_->id(); }
+const config& client::cfg() const noexcept { return impl_->cfg(); }
+client::executor_type client::get_executor() const noexcept { return impl_->io().get_executor(); }
+bool client::on_io_thread() const noexcept { return impl_->on_io_thread(); }
+
+void client::start_execute(std::vector<std::string> args, detail::completion<reply> done) {
+  impl_->submit(resp::encode_command(args), std::move(done));
+}
+
+reply client::execute(std::vector<std::string> args, std::error_code& ec) {
+  return detail::run_blocking<reply>(*impl_, ec, [&](detail::completion<reply> done) {
+    start_execute(std::move(args), std::move(done));
+  });
+}
+
+reply client::execute(std::vector<std::string> args) {
+  std::error_code ec;
+  auto r = execute(std::move(args), ec);
+  if (ec) throw lock_error(ec, r.is_error() ? r.str() : std::string{});
+  return r;
+}
+
+std::chrono::microseconds client::ping(std::error_code& ec) {
+  const auto start = std::chrono::steady_clock::now();
+  execute({"PING"}, ec);
+  if (ec) return {};
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+std::chrono::microseconds client::ping() {
+  std::error_code ec;
+  auto rtt = ping(ec);
+  throw_if(ec);
+  return rtt;
+}
+
+}  // namespace dlock

@@ -1,0 +1,88 @@
+#include "runtime/client_impl.hpp"
+
+#include <asio/post.hpp>
+#include <cstdio>
+#include <future>
+#include <random>
+
+#include "dlock/error.hpp"
+#include "transport/tls.hpp"
+
+namespace dlock::detail {
+
+std::string make_uuid() {
+  std::random_device rd;
+  std::mt19937_64 rng{(static_cast<std::uint64_t>(rd()) << 32) ^ rd()};
+  std::uint64_t hi = rng(), lo = rng();
+  hi = (hi & 0xffffffffffff0fffull) | 0x0000000000004000ull;  // version 4
+  lo = (lo & 0x3fffffffffffffffull) | 0x8000000000000000ull;  // RFC 4122 variant
+  char buf[37];
+  std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                static_cast<unsigned>(lo >> 48),
+                static_cast<unsigned long long>(lo & 0xffffffffffffull));
+  return buf;
+}
+
+client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
+    : cfg_{std::move(cfg)}, id_{make_uuid()}, work_{asio::make_work_guard(ioc_)} {
+  ec = cfg_.validate(reason);
+  std::shared_ptr<asio::ssl::context> tls;
+  if (!ec && cfg_.tls.enabled) tls = transport::make_tls_context(cfg_.tls, ec, reason);
+  init_error_ = ec;
+  conn_ = std::make_shared<transport::connection>(ioc_, cfg_, tls);
+  auto sub_cfg = cfg_;
+  sub_cfg.client_name += sub_cfg.client_name.empty() ? "" : ":sub";
+  sub_ = std::make_shared<transport::subscriber>(ioc_, std::move(sub_cfg), tls);
+  runner_ = std::make_unique<scripts::runner>(conn_);
+  if (ec) {
+    conn_->stop();  // every call completes with shutdown; see submit() for the init error
+    sub_->stop();
+  } else {
+    conn_->start();
+    sub_->start();
+  }
+  for (unsigned i = 0; i < cfg_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+}
+
+client_impl::~client_impl() {
+  std::error_code ec;
+  shutdown(ec);
+  if (ec) {
+    std::fputs("dlock: client destroyed on its own I/O thread; aborting\n", stderr);
+    std::abort();
+  }
+}
+
+bool client_impl::on_io_thread() const noexcept {
+  return ioc_.get_executor().running_in_this_thread();
+}
+
+void client_impl::shutdown(std::error_code& ec) {
+  ec.clear();
+  if (on_io_thread()) {
+    ec = errc::would_deadlock;
+    return;
+  }
+  if (stopped_.exchange(true)) return;
+  // Stop both links and wait until each has failed its pending work with errc::shutdown, so no
+  // handler is left behind when the io_context stops.
+  std::promise<void> conn_done, sub_done;
+  conn_->stop();
+  sub_->stop();
+  asio::post(conn_->get_executor(), [&] { conn_done.set_value(); });
+  asio::post(sub_->get_executor(), [&] { sub_done.set_value(); });
+  conn_done.get_future().wait();
+  sub_done.get_future().wait();
+  work_.reset();
+  ioc_.stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+void client_impl::submit(std::string payload, transport::reply_handler done) {
+  if (init_error_) return done(init_error_, {});
+  conn_->submit(std::move(payload), cfg_.command_timeout, std::move(done));
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,56 @@
+// What a dlock::client is made of: the io_context and its threads, the command connection, the
+// subscriber connection, the script runner and the client's id.
+#pragma once
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "dlock/config.hpp"
+#include "scripts/runner.hpp"
+#include "transport/connection.hpp"
+#include "transport/subscriber.hpp"
+
+namespace dlock::detail {
+
+class client_impl {
+ public:
+  // On error (invalid config or TLS files) `ec` is set, nothing connects and every call
+  // completes with that error.
+  client_impl(config cfg, std::error_code& ec, std::string& reason);
+  ~client_impl();
+
+  void shutdown(std::error_code& ec);
+  bool on_io_thread() const noexcept;
+
+  // Sends one command; `done` runs on the connection's strand.
+  void submit(std::string payload, transport::reply_handler done);
+
+  const config& cfg() const noexcept { return cfg_; }
+  const std::string& id() const noexcept { return id_; }
+  asio::io_context& io() noexcept { return ioc_; }
+  transport::connection& connection() noexcept { return *conn_; }
+  transport::subscriber& subscriber() noexcept { return *sub_; }
+  const scripts::runner& scripts() const noexcept { return *runner_; }
+  std::error_code init_error() const noexcept { return init_error_; }
+
+ private:
+  config cfg_;
+  std::string id_;
+  std::error_code init_error_;
+  mutable asio::io_context ioc_;  // mutable: get_executor() is non-const in Asio
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::shared_ptr<transport::connection> conn_;
+  std::shared_ptr<transport::subscriber> sub_;
+  std::unique_ptr<scripts::runner> runner_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopped_{false};
+};
+
+// A random RFC 4122 version-4 UUID, lower-case with dashes (as Redisson's client ids).
+std::string make_uuid();
+
+}  // namespace dlock::detail

@@ -1,0 +1,33 @@
+// Runs embedded scripts by SHA1 (EVALSHA). On NOSCRIPT — after SCRIPT FLUSH, a restart or a
+// failover to a server that never saw the script — it sends SCRIPT LOAD and the EVALSHA again
+// back to back (one round trip) and reports the outcome of that retry. Only once: a second
+// NOSCRIPT is reported as errc::no_script.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "scripts/script.hpp"
+#include "transport/connection.hpp"
+
+namespace dlock::scripts {
+
+class runner {
+ public:
+  explicit runner(std::shared_ptr<transport::connection> conn) : conn_{std::move(conn)} {}
+
+  // Thread-safe. `handler` runs on the connection's strand.
+  void eval(const script& s, std::span<const std::string_view> keys,
+            std::span<const std::string_view> argv, transport::clock::duration timeout,
+            transport::reply_handler handler) const;
+
+  // SCRIPT LOADs of scripts that were not in the server's cache (for tests and metrics).
+  std::uint64_t reloads() const noexcept { return reloads_->load(); }
+
+ private:
+  std::shared_ptr<transport::connection> conn_;
+  std::shared_ptr<std::atomic<std::uint64_t>> reloads_ = std::make_shared<std::atomic<std::uint64_t>>(0);
+};
+
+}  // namespace dlock::scripts

@@ -1,0 +1,20 @@
+// A Lua script embedded at build time (see cmake/dlock_embed_lua.cmake): its name, the SHA1
+// Redis knows it by, and its text. One `.lua` file per script in src/scripts/lua/, each headed by
+// its contract (KEYS, ARGV, return value).
+#pragma once
+
+#include <string_view>
+
+namespace dlock::scripts {
+
+struct script {
+  std::string_view name;
+  std::string_view sha1;
+  std::string_view text;
+};
+
+// One declaration per file in src/scripts/lua/.
+extern const script mutex_acquire;
+extern const script mutex_release;
+
+}  // namespace dlock::scripts

@@ -1,0 +1,56 @@
+// The pipelined command connection: many requests in flight on one socket, from any number of
+// threads and coroutines. submit() is thread-safe and cheap (a locked push; one post per batch),
+// so requests made while a write is in progress leave together in the next write.
+//
+// Timeouts: every request has a deadline (submission + its timeout). A request that expires
+// completes with errc::timeout; if it was the oldest one in flight the server is not answering
+// and the connection is dropped and re-established (in-flight requests then complete with
+// errc::connection_lost, since their outcome is unknown). While no connection is up, a request
+// waits at most the connect timeout and then fails with the connect error (e.g.
+// errc::connection_refused); after a non-retryable connect error (auth, TLS) queued requests fail
+// at once.
+#pragma once
+
+#include <mutex>
+
+#include "transport/link.hpp"
+#include "transport/pipeline.hpp"
+
+namespace dlock::transport {
+
+class connection final : public link {
+ public:
+  connection(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls);
+
+  // Sends one encoded command; `handler` runs on the connection's strand with the reply or an
+  // error (error replies arrive as their errc with the reply holding the text). After stop()
+  // the handler runs at once with errc::shutdown. Thread-safe.
+  void submit(std::string payload, clock::duration timeout, reply_handler handler);
+
+  // Requests queued or in flight (strand only; for tests and metrics).
+  std::size_t pending() const noexcept { return pipe_.queued() + pipe_.in_flight(); }
+
+ private:
+  void on_ready() override;
+  void on_reply(reply r) override;
+  void on_down(std::error_code why) override;
+  void fill_write(std::string& out) override;
+  void on_idle() override;
+  void on_stopped() override;
+
+  void flush();
+  void arm_deadline(std::optional<clock::time_point> at);
+  void on_deadline();
+  std::error_code waiting_error() const;
+
+  std::mutex mu_;
+  std::vector<request> incoming_;  // guarded by mu_
+  bool flush_posted_ = false;      // guarded by mu_
+  bool closed_ = false;            // guarded by mu_
+
+  pipeline pipe_;
+  asio::steady_timer deadline_timer_;
+  clock::time_point armed_for_ = clock::time_point::max();
+};
+
+}  // namespace dlock::transport

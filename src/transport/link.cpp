@@ -1,0 +1,272 @@
+#include "transport/link.hpp"
+
+#include <asio/bind_executor.hpp>
+#include <asio/connect.hpp>
+#include <asio/post.hpp>
+#include <asio/write.hpp>
+#include <random>
+
+#include "dlock/error.hpp"
+#include "resp/encoder.hpp"
+#include "transport/tls.hpp"
+
+namespace dlock::transport {
+
+// The socket of one connection attempt. Handlers hold it by shared_ptr, so a reconnect can
+// replace it while completions of the old one are still queued.
+struct link::stream {
+  stream(const executor_type& ex, asio::ssl::context* ctx) : plain{ex} {
+    if (ctx != nullptr) tls.emplace(ex, *ctx);
+  }
+  asio::ip::tcp::socket& socket() { return tls ? tls->next_layer() : plain; }
+  template <class F>
+  void with(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(plain);
+    }
+  }
+  asio::ip::tcp::socket plain;
+  std::optional<asio::ssl::stream<asio::ip::tcp::socket>> tls;
+};
+
+namespace {
+
+std::error_code map_connect_error(const std::error_code& ec) {
+  if (ec == asio::error::connection_refused) return errc::connection_refused;
+  if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again ||
+      ec == asio::error::no_data || ec == asio::error::service_not_found) {
+    return errc::resolve_failed;
+  }
+  return errc::connection_refused;
+}
+
+std::uint64_t seed() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+link::link(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls)
+    : ioc_{ioc},
+      strand_{asio::make_strand(ioc)},
+      cfg_{std::move(cfg)},
+      tls_{std::move(tls)},
+      resolver_{strand_},
+      connect_timer_{strand_},
+      retry_timer_{strand_},
+      health_timer_{strand_},
+      backoff_{cfg_.reconnect_min, cfg_.reconnect_max, seed()},
+      rbuf_(64 * 1024),
+      wbuf_{std::make_shared<std::string>()} {}
+
+link::~link() = default;
+
+void link::start() {
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->state_ == state::idle) self->connect();
+  });
+}
+
+void link::stop() {
+  asio::post(strand_, [self = shared_from_this()] {
+    if (self->state_ == state::stopped) return;
+    ++self->gen_;
+    self->state_ = state::stopped;
+    self->close_stream();
+    self->retry_timer_.cancel();
+    self->on_stopped();
+  });
+}
+
+void link::close_stream() {
+  resolver_.cancel();
+  connect_timer_.cancel();
+  health_timer_.cancel();
+  writing_ = false;
+  if (stream_) {
+    std::error_code ignored;
+    stream_->socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_->socket().close(ignored);
+    stream_.reset();
+  }
+  if (wbuf_.use_count() > 1) wbuf_ = std::make_shared<std::string>();  // an old write holds it
+  wbuf_->clear();
+}
+
+// Runs on the strand.
+void link::connect() {
+  state_ = state::connecting;
+  const auto gen = ++gen_;
+  stream_ = std::make_shared<stream>(strand_, tls_.get());
+  reader_.reset();
+  connect_timer_.expires_after(cfg_.connect_timeout);
+  connect_timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
+    if (!ec && gen == self->gen_) self->drop(errc::connect_timeout);
+  });
+  resolver_.async_resolve(
+      cfg_.host, std::to_string(cfg_.port),
+      [self = shared_from_this(), gen](std::error_code ec, asio::ip::tcp::resolver::results_type eps) {
+        if (gen != self->gen_) return;
+        if (ec) return self->drop(map_connect_error(ec));
+        auto s = self->stream_;
+        asio::async_connect(s->socket(), eps,
+                            [self, gen, s](std::error_code cec, const asio::ip::tcp::endpoint&) {
+                              if (gen != self->gen_) return;
+                              if (cec) return self->drop(map_connect_error(cec));
+                              self->on_connected(gen);
+                            });
+      });
+}
+
+void link::on_connected(std::uint64_t gen) {
+  std::error_code ignored;
+  stream_->socket().set_option(asio::ip::tcp::no_delay{true}, ignored);
+  if (!stream_->tls) return send_handshake();
+  expect_peer_name(*stream_->tls, cfg_.tls.server_name.empty() ? cfg_.host : cfg_.tls.server_name);
+  auto s = stream_;
+  s->tls->async_handshake(asio::ssl::stream_base::client,
+                          [self = shared_from_this(), gen, s](std::error_code ec) {
+                            if (gen != self->gen_) return;
+                            if (ec) return self->drop(classify_handshake_error(*s->tls, ec));
+                            self->send_handshake();
+                          });
+}
+
+// AUTH, SELECT and CLIENT SETNAME go out in one write; user traffic waits for their replies.
+void link::send_handshake() {
+  state_ = state::handshaking;
+  std::string& out = *wbuf_;
+  out.clear();
+  handshake_left_ = 0;
+  if (!cfg_.password.empty()) {
+    if (cfg_.username.empty()) {
+      resp::append_command(out, {"AUTH", cfg_.password});
+    } else {
+      resp::append_command(out, {"AUTH", cfg_.username, cfg_.password});
+    }
+    ++handshake_left_;
+  }
+  if (cfg_.database != 0) {
+    resp::append_command(out, {"SELECT", std::to_string(cfg_.database)});
+    ++handshake_left_;
+  }
+  if (!cfg_.client_name.empty()) {
+    resp::append_command(out, {"CLIENT", "SETNAME", cfg_.client_name});
+    ++handshake_left_;
+  }
+  if (handshake_left_ == 0) {  // still prove the server answers before calling it ready
+    resp::append_command(out, {"PING"});
+    ++handshake_left_;
+  }
+  writing_ = true;
+  const auto gen = gen_;
+  auto s = stream_;
+  auto buf = wbuf_;
+  s->with([&](auto& st) {
+    asio::async_write(st, asio::buffer(*buf), [self = shared_from_this(), gen, s, buf](std::error_code ec, std::size_t) {
+      self->on_written(gen, ec);
+    });
+  });
+  read(gen);
+}
+
+void link::on_handshake_reply(const reply& r) {
+  if (r.is_error()) {
+    auto code = classify_error_reply(r.str());
+    // An AUTH refusal that is not WRONGPASS (e.g. "ERR AUTH <password> called without any
+    // password configured") is still an authentication failure to the user.
+    if (code == errc::server_error && r.str().find("AUTH") != std::string::npos) {
+      code = errc::auth_failed;
+    }
+    return drop(code);
+  }
+  if (--handshake_left_ > 0) return;
+  state_ = state::ready;
+  connect_timer_.cancel();
+  backoff_.reset();
+  last_error_.clear();
+  ++connects_;
+  arm_health_check();
+  on_ready();
+  want_write();
+}
+
+void link::read(std::uint64_t gen) {
+  auto s = stream_;
+  s->with([&](auto& st) {
+    st.async_read_some(asio::buffer(rbuf_), [self = shared_from_this(), gen, s](std::error_code ec, std::size_t n) {
+      self->on_read(gen, ec, n);
+    });
+  });
+}
+
+void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
+  if (gen != gen_) return;
+  if (ec) return drop(errc::connection_lost);
+  last_heard_ = clock::now();
+  reader_.feed({rbuf_.data(), n});
+  std::error_code perr;
+  while (auto r = reader_.next(perr)) {
+    if (state_ == state::handshaking) {
+      on_handshake_reply(*r);
+    } else {
+      on_reply(std::move(*r));
+    }
+    if (gen != gen_) return;  // a hook dropped or stopped the connection
+  }
+  if (perr) return drop(perr);
+  read(gen);
+}
+
+void link::want_write() {
+  if (state_ != state::ready || writing_) return;
+  std::string& out = *wbuf_;
+  out.clear();
+  fill_write(out);
+  if (out.empty()) return;
+  writing_ = true;
+  const auto gen = gen_;
+  auto s = stream_;
+  auto buf = wbuf_;
+  s->with([&](auto& st) {
+    asio::async_write(st, asio::buffer(*buf), [self = shared_from_this(), gen, s, buf](std::error_code ec, std::size_t) {
+      self->on_written(gen, ec);
+    });
+  });
+}
+
+void link::on_written(std::uint64_t gen, std::error_code ec) {
+  if (gen != gen_) return;
+  writing_ = false;
+  if (ec) return drop(errc::connection_lost);
+  want_write();
+}
+
+void link::arm_health_check() {
+  if (cfg_.health_check_interval.count() == 0) return;
+  health_timer_.expires_after(cfg_.health_check_interval);
+  health_timer_.async_wait([self = shared_from_this(), gen = gen_](std::error_code ec) {
+    if (ec || gen != self->gen_ || !self->ready()) return;
+    if (clock::now() - self->last_heard_ >= self->cfg_.health_check_interval) self->on_idle();
+    if (gen == self->gen_) self->arm_health_check();
+  });
+}
+
+void link::drop(std::error_code why) {
+  if (state_ == state::stopped) return;
+  ++gen_;
+  close_stream();
+  state_ = state::idle;
+  last_error_ = why;
+  on_down(why);
+  if (state_ != state::idle) return;  // on_down stopped us
+  retry_timer_.expires_after(backoff_.next());
+  retry_timer_.async_wait([self = shared_from_this(), gen = gen_](std::error_code ec) {
+    if (!ec && gen == self->gen_ && self->state_ == state::idle) self->connect();
+  });
+}
+
+}  // namespace dlock::transport

@@ -1,0 +1,100 @@
+// One Redis connection's life: resolve, connect, TLS handshake (with host name verification),
+// AUTH / SELECT / CLIENT SETNAME, reading replies, writing what the owner has queued, an idle
+// health check, and reconnecting with jittered backoff after any failure.
+//
+// What flows over the connection is decided by the derived class (the pipelined command
+// connection, or the pub/sub subscriber) through the hooks below. Every hook and every member
+// runs on the link's strand. A link lives in a shared_ptr: pending operations keep it alive.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlock/config.hpp"
+#include "dlock/reply.hpp"
+#include "resp/reader.hpp"
+#include "transport/backoff.hpp"
+
+namespace dlock::transport {
+
+class link : public std::enable_shared_from_this<link> {
+ public:
+  using executor_type = asio::strand<asio::io_context::executor_type>;
+  using clock = std::chrono::steady_clock;
+
+  link(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls);
+  virtual ~link();
+  link(const link&) = delete;
+  link& operator=(const link&) = delete;
+
+  // Starts connecting (thread-safe).
+  void start();
+  // Closes for good: no reconnect; on_stopped() runs (thread-safe, idempotent).
+  void stop();
+
+  const executor_type& get_executor() const noexcept { return strand_; }
+  // Handshakes completed so far: 1 after the first connect, +1 per reconnect (thread-safe).
+  std::uint64_t connects() const noexcept { return connects_.load(); }
+
+ protected:
+  // Hooks, all on the strand.
+  virtual void on_ready() = 0;                          // handshake done; may want_write()
+  virtual void on_reply(reply r) = 0;                   // a reply after the handshake
+  virtual void on_down(std::error_code why) = 0;        // the connection broke or failed
+  virtual void fill_write(std::string& out) = 0;        // append the bytes to send now
+  virtual void on_idle() = 0;                           // nothing heard for health_check_interval
+  virtual void on_stopped() = 0;                        // stop() took effect
+
+  // Writes what fill_write() gives, now or when the current write finishes.
+  void want_write();
+  // Closes the connection because of `why`; a reconnect follows after a backoff delay.
+  void drop(std::error_code why);
+
+  bool ready() const noexcept { return state_ == state::ready; }
+  bool stopped() const noexcept { return state_ == state::stopped; }
+  // Why the last connection or connect attempt failed; empty before any failure.
+  std::error_code last_error() const noexcept { return last_error_; }
+  const config& cfg() const noexcept { return cfg_; }
+
+ private:
+  enum class state { idle, connecting, handshaking, ready, stopped };
+  struct stream;
+
+  void connect();
+  void on_connected(std::uint64_t gen);
+  void send_handshake();
+  void on_handshake_reply(const reply& r);
+  void read(std::uint64_t gen);
+  void on_read(std::uint64_t gen, std::error_code ec, std::size_t n);
+  void on_written(std::uint64_t gen, std::error_code ec);
+  void arm_health_check();
+  void close_stream();
+
+  asio::io_context& ioc_;
+  executor_type strand_;
+  config cfg_;
+  std::shared_ptr<asio::ssl::context> tls_;
+  std::shared_ptr<stream> stream_;
+  asio::ip::tcp::resolver resolver_;
+  asio::steady_timer connect_timer_, retry_timer_, health_timer_;
+  resp::reader reader_;
+  backoff backoff_;
+  std::vector<char> rbuf_;
+  std::shared_ptr<std::string> wbuf_;
+  state state_ = state::idle;
+  bool writing_ = false;
+  std::uint64_t gen_ = 0;  // bumped on every drop: completions of older connections are ignored
+  std::size_t handshake_left_ = 0;
+  clock::time_point last_heard_{};
+  std::error_code last_error_;
+  std::atomic<std::uint64_t> connects_{0};
+};
+
+}  // namespace dlock::transport

@@ -1,0 +1,44 @@
+// The subscriber connection: one connection in pub/sub mode carrying every channel and pattern
+// this client listens to. Listeners are added and removed from any thread; they run on the
+// subscriber's strand. After each reconnect all channels are subscribed again and every listener
+// gets `resubscribed` ("you may have missed messages") once its channel is confirmed.
+#pragma once
+
+#include <atomic>
+
+#include "transport/link.hpp"
+#include "transport/subscriptions.hpp"
+
+namespace dlock::transport {
+
+class subscriber final : public link {
+ public:
+  subscriber(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls);
+
+  // Listens to a channel (SUBSCRIBE) or a pattern (PSUBSCRIBE). Thread-safe; returns an id
+  // for unlisten(). The listener runs on the strand and must not block.
+  listener_id listen(std::string channel, pubsub_listener fn);
+  listener_id listen_pattern(std::string pattern, pubsub_listener fn);
+  // Stops a listener; after the last one of a channel, the channel is unsubscribed.
+  // Thread-safe. The listener may still run once if a message is being dispatched.
+  void unlisten(listener_id id);
+
+ private:
+  listener_id add(subscriptions::kind k, std::string name, pubsub_listener fn);
+  void on_ready() override;
+  void on_reply(reply r) override;
+  void on_down(std::error_code why) override;
+  void fill_write(std::string& out) override;
+  void on_idle() override;
+  void on_stopped() override;
+  void arm_overdue_check();
+  clock::time_point deadline() const { return clock::now() + cfg().command_timeout; }
+
+  subscriptions subs_;
+  std::string out_;  // commands decided but not yet written
+  std::atomic<listener_id> next_id_{1};
+  asio::steady_timer overdue_timer_;
+  bool overdue_armed_ = false;
+};
+
+}  // namespace dlock::transport
