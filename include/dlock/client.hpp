@@ -13,7 +13,8 @@
 //
 // Thread safety: every member may be called from any thread. Sync calls (ping, execute) block
 // the calling thread; made on the client's own I/O thread they fail with errc::would_deadlock
-// instead. Async completions run on the handler's associated executor (default: the I/O thread).
+// instead. Async completions run on the handler's associated executor; a handler without one
+// runs on the client's I/O thread (or, once the client is shut down, on a system thread).
 // Destruction (or shutdown()) completes every pending call with errc::shutdown and joins the I/O
 // threads; it must not happen on an I/O thread.
 #pragma once
@@ -66,7 +67,7 @@ class client {
   auto async_execute(std::vector<std::string> args, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, reply)>(
         [this](auto handler, std::vector<std::string> a) {
-          start_execute(std::move(a), detail::erase_handler<reply>(std::move(handler), get_executor()));
+          start_execute(std::move(a), detail::erase_handler<reply>(std::move(handler)));
         },
         token, std::move(args));
   }

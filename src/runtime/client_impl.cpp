@@ -1,6 +1,7 @@
 #include "runtime/client_impl.hpp"
 
 #include <asio/post.hpp>
+#include <asio/system_executor.hpp>
 #include <cstdio>
 #include <future>
 #include <random>
@@ -81,7 +82,12 @@ void client_impl::shutdown(std::error_code& ec) {
 }
 
 void client_impl::submit(std::string payload, transport::reply_handler done) {
-  if (init_error_) return done(init_error_, {});
+  if (init_error_) {
+    asio::post(asio::system_executor{}, [done = std::move(done), ec = init_error_]() mutable {
+      done(ec, {});
+    });
+    return;
+  }
   conn_->submit(std::move(payload), cfg_.command_timeout, std::move(done));
 }
 

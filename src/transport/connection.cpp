@@ -1,6 +1,7 @@
 #include "transport/connection.hpp"
 
 #include <asio/post.hpp>
+#include <asio/system_executor.hpp>
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
@@ -26,7 +27,8 @@ void connection::submit(std::string payload, clock::duration timeout, reply_hand
       return;
     }
   }
-  complete(r, errc::shutdown);
+  // Never complete inside the initiating call: the caller may hold a lock its handler takes.
+  asio::post(asio::system_executor{}, [r = std::move(r)]() mutable { complete(r, errc::shutdown); });
 }
 
 // Runs on the strand: moves the batch submitted since the last flush into the pipeline.

@@ -1,12 +1,15 @@
 // How dlock's compiled code hands a result back to an Asio completion handler: the handler is
-// type-erased into a move-only callback that, when called from the I/O thread, dispatches the
-// handler on its associated executor (default: the client's) and keeps that executor busy
-// until then. Used only by the async_initiate shims of the public headers.
+// type-erased into a move-only callback that dispatches the handler on its associated executor
+// and keeps that executor busy until then. dlock completes operations on the client's I/O
+// thread (or, for calls refused at once, from asio::system_executor, never inline in the
+// initiating call), so a handler without an executor of its own runs there.
+// Used only by the async_initiate shims of the public headers.
 #pragma once
 
 #include <asio/associated_executor.hpp>
 #include <asio/dispatch.hpp>
 #include <asio/executor_work_guard.hpp>
+#include <asio/system_executor.hpp>
 #include <system_error>
 #include <utility>
 
@@ -17,9 +20,9 @@ namespace dlock::detail {
 template <class T>
 using completion = unique_function<void(std::error_code, T)>;
 
-template <class T, class Handler, class Executor>
-completion<T> erase_handler(Handler&& handler, const Executor& fallback) {
-  auto ex = asio::get_associated_executor(handler, fallback);
+template <class T, class Handler>
+completion<T> erase_handler(Handler&& handler) {
+  auto ex = asio::get_associated_executor(handler, asio::system_executor{});
   auto work = asio::make_work_guard(ex);
   return [h = std::forward<Handler>(handler), work = std::move(work)](std::error_code ec,
                                                                      T value) mutable {

@@ -1,0 +1,248 @@
+// The command connection against a real redis-server: pipelining from many threads, coroutines
+// and futures, reconnects, timeouts, the blocking bridge and shutdown.
+#include <gtest/gtest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "runtime/client_impl.hpp"
+#include "support/redis_server.hpp"
+#include "test_util.hpp"
+
+using namespace std::chrono_literals;
+using dlock::errc;
+
+namespace {
+
+dlock::config config_for(const dlock::test::redis_server& srv) {
+  auto cfg = dlock::config::from_uri(srv.url());
+  cfg.reconnect_min = 10ms;
+  cfg.reconnect_max = 100ms;
+  return cfg;
+}
+
+// Retries ping until it succeeds or `limit` passes (reconnects take a backoff step or two).
+bool ping_within(dlock::client& c, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  std::error_code ec;
+  do {
+    c.ping(ec);
+    if (!ec) return true;
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
+}
+
+TEST(connection, executes_commands_and_reports_error_replies) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  const auto key = dlock::test::unique_name("k");
+  EXPECT_EQ(c.execute({"SET", key, "v"}).str(), "OK");
+  EXPECT_EQ(c.execute({"GET", key}).str(), "v");
+  EXPECT_TRUE(c.execute({"GET", key + ":none"}).is_nil());
+  EXPECT_EQ(c.execute({"INCR", key + ":n"}).integer(), 1);
+
+  std::error_code ec;
+  auto r = c.execute({"HSET", key, "f", "1"}, ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  EXPECT_TRUE(r.is_error());
+  EXPECT_NE(r.str().find("WRONGTYPE"), std::string::npos);
+  try {
+    c.execute({"HSET", key, "f", "1"});
+    FAIL() << "expected lock_error";
+  } catch (const dlock::lock_error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_NE(std::string(e.what()).find("WRONGTYPE"), std::string::npos);
+  }
+}
+
+// 8 threads x 10,000 commands on the one connection, all in flight together: every reply must
+// reach the request it answers.
+TEST(connection, pipelines_many_threads_and_matches_every_reply) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  constexpr int threads = 8, per_thread = 10'000;
+  std::atomic<int> matched{0}, mismatched{0}, failed{0};
+  std::promise<void> all_done;
+  std::atomic<int> left{threads * per_thread};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        auto expect = std::to_string(t) + ":" + std::to_string(i);
+        c.async_execute({"ECHO", expect}, [&, expect](std::error_code ec, dlock::reply r) {
+          if (ec) {
+            ++failed;
+          } else if (r.str() == expect) {
+            ++matched;
+          } else {
+            ++mismatched;
+          }
+          if (--left == 0) all_done.set_value();
+        });
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  ASSERT_EQ(all_done.get_future().wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(matched, threads * per_thread);
+  EXPECT_EQ(mismatched, 0);
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(c.impl().connection().connects(), 1u) << "no reconnect expected";
+}
+
+TEST(connection, completes_through_awaitable_future_and_callback_tokens) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+
+  auto fut = c.async_execute({"ECHO", "future"}, asio::use_future);
+  ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(fut.get().str(), "future");
+
+  std::promise<std::string> from_coroutine;
+  asio::co_spawn(
+      c.get_executor(),
+      [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await c.async_execute({"ECHO", "coro"},
+                                                asio::experimental::as_tuple(asio::use_awaitable));
+        from_coroutine.set_value(ec ? ec.message() : r.str());
+      },
+      asio::detached);
+  auto f2 = from_coroutine.get_future();
+  ASSERT_EQ(f2.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f2.get(), "coro");
+
+  // A failing command through use_future raises the error as a system_error.
+  const auto key = dlock::test::unique_name("k");
+  c.execute({"SET", key, "v"});
+  auto bad = c.async_execute({"LPUSH", key, "x"}, asio::use_future);
+  ASSERT_EQ(bad.wait_for(10s), std::future_status::ready);
+  try {
+    bad.get();
+    FAIL() << "expected an exception";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+  }
+}
+
+TEST(connection, sync_call_on_io_thread_fails_with_would_deadlock) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  std::promise<std::error_code> result;
+  c.async_execute({"PING"}, [&](std::error_code, dlock::reply) {
+    std::error_code ec;
+    c.execute({"PING"}, ec);  // on the I/O thread: must refuse, not hang
+    result.set_value(ec);
+  });
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), errc::would_deadlock);
+  EXPECT_FALSE(c.on_io_thread());
+}
+
+TEST(connection, reconnects_after_server_restart) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  ASSERT_TRUE(ping_within(c, 5s));
+  srv.restart();
+  EXPECT_TRUE(ping_within(c, 10s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().connection().connects() >= 2; }, 5s));
+}
+
+TEST(connection, reconnects_after_client_kill) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  ASSERT_TRUE(ping_within(c, 5s));
+  srv.command({"CLIENT", "KILL", "TYPE", "normal"});
+  EXPECT_TRUE(ping_within(c, 10s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().connection().connects() >= 2; }, 5s));
+  EXPECT_EQ(c.execute({"ECHO", "after"}).str(), "after");
+}
+
+// A stopped server accepts nothing: the command times out at its deadline, the connection is
+// dropped and, after SIGCONT, re-established.
+TEST(connection, command_times_out_against_a_stopped_server_and_recovers) {
+  dlock::test::redis_server srv;
+  auto cfg = config_for(srv);
+  cfg.command_timeout = 300ms;
+  cfg.connect_timeout = 300ms;
+  dlock::client c{cfg};
+  ASSERT_TRUE(ping_within(c, 5s));
+  srv.pause();
+  std::error_code ec;
+  const auto start = std::chrono::steady_clock::now();
+  c.execute({"PING"}, ec);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ec, errc::timeout);
+  EXPECT_GE(took, 290ms);
+  EXPECT_LT(took, 2s) << "slop: the deadline timer fires at 300 ms";
+  // While stopped, new calls fail within the connect timeout rather than hanging.
+  c.execute({"PING"}, ec);
+  EXPECT_TRUE(ec == errc::timeout || ec == errc::connect_timeout) << ec.message();
+  srv.resume();
+  EXPECT_TRUE(ping_within(c, 10s));
+}
+
+TEST(connection, unreachable_port_fails_within_the_connect_timeout) {
+  const auto port = dlock::test::free_port();  // nothing listens here
+  auto cfg = dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(port) +
+                                     "?connect_timeout=500ms&timeout=5s");
+  dlock::client c{cfg};
+  std::error_code ec;
+  const auto start = std::chrono::steady_clock::now();
+  c.ping(ec);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ec, errc::connection_refused);
+  EXPECT_LT(took, 1500ms) << "bounded by the connect timeout (500 ms) plus slop";
+}
+
+TEST(connection, silent_server_fails_with_connect_timeout) {
+  // A listener that accepts TCP but never answers: the handshake cannot complete.
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor{io, {asio::ip::make_address("127.0.0.1"), 0}};
+  const auto port = acceptor.local_endpoint().port();
+  auto cfg = dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(port) +
+                                     "?connect_timeout=300ms&timeout=5s");
+  dlock::client c{cfg};
+  std::error_code ec;
+  const auto start = std::chrono::steady_clock::now();
+  c.ping(ec);
+  EXPECT_EQ(ec, errc::connect_timeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+}
+
+TEST(connection, shutdown_completes_pending_calls_with_shutdown) {
+  dlock::test::redis_server srv;
+  auto cfg = config_for(srv);
+  cfg.command_timeout = 30s;  // only shutdown can complete these
+  auto c = std::make_unique<dlock::client>(cfg);
+  ASSERT_TRUE(ping_within(*c, 5s));
+  srv.pause();
+  dlock::test::recorder<std::error_code> results;
+  for (int i = 0; i < 100; ++i) {
+    c->async_execute({"PING"}, [&](std::error_code ec, dlock::reply) { results.push(ec); });
+  }
+  c->shutdown();
+  ASSERT_TRUE(results.wait_for(5s, [](auto& v) { return v.size() == 100; }));
+  for (auto ec : results.items()) EXPECT_EQ(ec, errc::shutdown) << ec.message();
+  // After shutdown, calls complete at once with errc::shutdown, sync and async alike.
+  std::promise<std::error_code> late;
+  c->async_execute({"PING"}, [&](std::error_code ec, dlock::reply) { late.set_value(ec); });
+  auto late_f = late.get_future();
+  ASSERT_EQ(late_f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(late_f.get(), errc::shutdown);
+  std::error_code ec;
+  c->ping(ec);
+  EXPECT_EQ(ec, errc::shutdown);
+  c->shutdown();  // idempotent
+  c.reset();
+  srv.resume();
+}
+
+}  // namespace
