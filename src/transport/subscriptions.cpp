@@ -11,8 +11,9 @@ bool subscriptions::add(listener_id id, kind k, const std::string& name, pubsub_
   auto& stored = t.listeners.emplace(id, std::move(fn)).first->second;
   owner_.emplace(id, key{k, name});
   if (t.confirmed) {
-    stored(pubsub_event{pubsub_event::type::subscribed, k == kind::channel ? name : "",
-                        k == kind::pattern ? name : "", {}, {}});
+    auto call = stored;  // the listener may remove itself (destroying `stored`) while running
+    call(pubsub_event{pubsub_event::type::subscribed, k == kind::channel ? name : "",
+                      k == kind::pattern ? name : "", {}, {}});
   }
   return fresh;
 }
@@ -55,17 +56,19 @@ void subscriptions::ping_command(std::string& out, clock::time_point deadline) {
 
 void subscriptions::resubscribe_all(std::string& out, clock::time_point deadline) {
   std::vector<std::string> names[2];
-  for (auto& [k, t] : topics_) {
-    t.resubscribing = true;
-    names[k.first == kind::channel ? 0 : 1].push_back(k.second);
-  }
+  for (auto& [k, t] : topics_) names[k.first == kind::channel ? 0 : 1].push_back(k.second);
   if (!names[0].empty()) subscribe_command(out, kind::channel, names[0], deadline);
   if (!names[1].empty()) subscribe_command(out, kind::pattern, names[1], deadline);
 }
 
 void subscriptions::on_disconnect() {
   pending_.clear();
-  for (auto& [k, t] : topics_) t.confirmed = false;
+  // Whoever listens now may miss messages until the next confirmation says otherwise. Topics
+  // added later, while the link is down, are told `subscribed` like on a first connect.
+  for (auto& [k, t] : topics_) {
+    t.confirmed = false;
+    t.resubscribing = true;
+  }
 }
 
 bool subscriptions::overdue(clock::time_point now) const {
@@ -100,6 +103,9 @@ bool subscriptions::on_reply(const reply& r) {
     on_error(r);
     return true;
   }
+  // Outside subscribed mode (no channel or pattern subscribed) the server answers PING with a
+  // plain +PONG rather than ["pong", ""].
+  if (r.type() == reply::kind::simple_string && r.str() == "PONG") return on_pong();
   if (!r.is_array() || r.elements().empty() || !r.elements()[0].is_string()) return false;
   const auto& e = r.elements();
   const std::string_view type = e[0].str();
@@ -111,13 +117,15 @@ bool subscriptions::on_reply(const reply& r) {
     on_message(kind::pattern, e[1].str(), e[2].str(), e[3].str());
     return true;
   }
-  if (type == "pong") {
-    if (pending_.empty() || pending_.front().what != command::op::ping) return false;
-    pending_.pop_front();
-    return true;
-  }
+  if (type == "pong") return on_pong();
   if (e.size() != 3) return false;
   return on_confirmation(type, e[1].str());
+}
+
+bool subscriptions::on_pong() {
+  if (pending_.empty() || pending_.front().what != command::op::ping) return false;
+  pending_.pop_front();
+  return true;
 }
 
 bool subscriptions::on_confirmation(std::string_view type, std::string_view name) {

@@ -60,10 +60,10 @@ class subscriptions {
                            clock::time_point deadline);
   void ping_command(std::string& out, clock::time_point deadline);
 
-  // The connection is up again: appends SUBSCRIBE/PSUBSCRIBE of everything with listeners and
-  // marks every listener to receive `resubscribed` once confirmed.
+  // The connection is up (again): appends SUBSCRIBE/PSUBSCRIBE of everything with listeners.
   void resubscribe_all(std::string& out, clock::time_point deadline);
-  // The connection broke: pending commands are void, nothing is confirmed.
+  // The connection broke: pending commands are void, nothing is confirmed, and every listener
+  // present now gets `resubscribed` (instead of `subscribed`) on its next confirmation.
   void on_disconnect();
 
   // Interprets a reply. Returns false if it makes no sense here (protocol violation).
@@ -94,6 +94,7 @@ class subscriptions {
   };
   void notify(key k, const pubsub_event& ev);  // by value: a callback may erase the topic
   bool on_confirmation(std::string_view type, std::string_view name);
+  bool on_pong();
   void on_error(const reply& r);
   void on_message(kind k, std::string_view pattern, std::string_view channel,
                   std::string_view payload);

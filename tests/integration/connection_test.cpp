@@ -109,7 +109,8 @@ TEST(connection, completes_through_awaitable_future_and_callback_tokens) {
   asio::co_spawn(
       c.get_executor(),
       [&]() -> asio::awaitable<void> {
-        auto [ec, r] = co_await c.async_execute({"ECHO", "coro"},
+        std::vector<std::string> args{"ECHO", "coro"};  // g++ 12: no braced lists in co_await
+        auto [ec, r] = co_await c.async_execute(std::move(args),
                                                 asio::experimental::as_tuple(asio::use_awaitable));
         from_coroutine.set_value(ec ? ec.message() : r.str());
       },

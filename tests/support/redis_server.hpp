@@ -13,9 +13,10 @@
 //
 // Each server runs in its own temporary directory (/tmp/dlock-redis-XXXXXX, removed by the
 // destructor) with `--bind 127.0.0.1 --save '' --appendonly no --daemonize no`, its log in
-// `<dir>/redis.log` and `enable-debug-command local` (so DEBUG SLEEP etc. work). The child gets
-// PR_SET_PDEATHSIG(SIGKILL): construct servers on a thread that outlives them (normally the
-// test's main thread), since the signal fires when the *thread* that forked exits.
+// `<dir>/redis.log` and `enable-debug-command local` (so DEBUG SLEEP etc. work). Servers die
+// with the test process even when it is killed: the children get PR_SET_PDEATHSIG(SIGKILL),
+// forked from one internal thread that lives as long as the process (so servers may be started
+// and restarted from any thread, including short-lived ones).
 //
 // Every wait is bounded; failures throw std::runtime_error carrying the tail of the server log.
 // command() may be called from any thread; the other members from one thread at a time.
@@ -41,8 +42,8 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds lim
 struct command_options {
   std::chrono::milliseconds timeout{5000};  // whole exchange: connect, AUTH, command, reply
   bool authenticate = true;  // AUTH first, with the credentials below or else the server's own
-  std::string username;      // non-empty: AUTH <username> <password>
-  std::string password;      // non-empty: AUTH with this instead of the server's credentials
+  std::string username{};    // non-empty: AUTH <username> <password>
+  std::string password{};    // non-empty: AUTH with this instead of the server's credentials
 };
 
 // One command over a fresh plain-TCP RESP2 connection to 127.0.0.1:port (AUTH first when
@@ -54,23 +55,24 @@ std::string send_command(std::uint16_t port, const std::vector<std::string>& arg
                          const command_options& opts = {});
 
 struct redis_server_options {
-  std::vector<std::string> extra_args;    // appended last, e.g. {"--maxmemory", "1mb"}
-  std::vector<std::string> config_lines;  // written to <dir>/redis.conf (command line overrides)
-  std::string acl_file_contents;          // non-empty: written to <dir>/users.acl, --aclfile
-  std::string requirepass;                // non-empty: --requirepass; command() AUTHs with it
-  std::string admin_username;             // command() AUTHs as this user ...
-  std::string admin_password;             // ... with this password (for ACL-file servers)
+  std::vector<std::string> extra_args{};    // appended last, e.g. {"--maxmemory", "1mb"}
+  std::vector<std::string> config_lines{};  // written to <dir>/redis.conf (the command line
+                                            // overrides them)
+  std::string acl_file_contents{};  // non-empty: written to <dir>/users.acl, --aclfile
+  std::string requirepass{};        // non-empty: --requirepass; command() AUTHs with it
+  std::string admin_username{};     // command() AUTHs as this user ...
+  std::string admin_password{};     // ... with this password (for ACL-file servers)
 
-  bool tls = false;            // --tls-port P --port 0 (port()/url() name the TLS port)
-  std::string tls_cert_file;   // server certificate (PEM)
-  std::string tls_key_file;    // its private key
-  std::string tls_ca_file;     // CA that verifies client certificates (tls-ca-cert-file)
+  bool tls = false;                     // --tls-port P --port 0 (port()/url(): the TLS port)
+  std::string tls_cert_file{};          // server certificate (PEM)
+  std::string tls_key_file{};           // its private key
+  std::string tls_ca_file{};            // CA for client certificates (tls-ca-cert-file)
   std::string tls_auth_clients = "no";  // "no", "yes" or "optional"
-  bool tls_plain_admin_port = false;  // TLS servers: also listen in plain text on plain_port(),
-                                      // which command() and the readiness check then use
+  bool tls_plain_admin_port = false;    // TLS servers: also listen in plain text on
+                                        // plain_port(), used by command() and readiness
 
   std::chrono::milliseconds start_timeout{10000};  // until the server answers
-  std::string executable;  // empty: $DLOCK_REDIS_SERVER, else redis-server from PATH
+  std::string executable{};  // empty: $DLOCK_REDIS_SERVER, else redis-server from PATH
 };
 
 class redis_server {
@@ -111,8 +113,10 @@ class redis_server {
   // SIGSTOP / SIGCONT, each waited for until the kernel reports the state change.
   void pause();
   void resume();
-  // Starts a stopped server again on the same port with the same arguments and no data
-  // (configuration and ACL files rewritten from the options). No-op if running.
+  // Starts a stopped server again on the same port with the same arguments and no data: dir()
+  // is emptied (the previous log is kept as redis.log.1) and the configuration and ACL files
+  // are written again from the options. Retries while the port is taken, up to start_timeout.
+  // No-op if running.
   void start();
   // stop() then start().
   void restart();

@@ -1,4 +1,6 @@
 // dlock::errc, its category, classify_error_reply and is_retryable.
+#include "dlock/error.hpp"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -6,8 +8,6 @@
 #include <string_view>
 #include <system_error>
 #include <vector>
-
-#include "dlock/error.hpp"
 
 namespace {
 
@@ -17,7 +17,8 @@ using dlock::errc;
 const std::vector<errc>& all_codes() {
   static const std::vector<errc> codes = [] {
     std::vector<errc> out;
-    for (int v = static_cast<int>(errc::not_owner); v <= static_cast<int>(errc::server_error); ++v) {
+    for (int v = static_cast<int>(errc::not_owner); v <= static_cast<int>(errc::server_error);
+         ++v) {
       out.push_back(static_cast<errc>(v));
     }
     return out;
@@ -27,10 +28,22 @@ const std::vector<errc>& all_codes() {
 
 const std::set<errc>& retryable_codes() {
   static const std::set<errc> codes{
-      errc::timeout,      errc::resolve_failed, errc::connection_refused, errc::connect_timeout,
-      errc::connection_lost, errc::moved,       errc::ask,                errc::try_again,
-      errc::cluster_down, errc::loading,        errc::busy,               errc::master_down,
-      errc::no_replicas,  errc::read_only,      errc::no_script,          errc::max_clients,
+      errc::timeout,
+      errc::resolve_failed,
+      errc::connection_refused,
+      errc::connect_timeout,
+      errc::connection_lost,
+      errc::moved,
+      errc::ask,
+      errc::try_again,
+      errc::cluster_down,
+      errc::loading,
+      errc::busy,
+      errc::master_down,
+      errc::no_replicas,
+      errc::read_only,
+      errc::no_script,
+      errc::max_clients,
   };
   return codes;
 }
@@ -87,8 +100,8 @@ TEST(classify_error_reply, retryability_of_every_redis_reply) {
 TEST(classify_error_reply, transient_replies_are_retryable) {
   for (std::string_view text :
        {"MOVED 3999 127.0.0.1:6381", "ASK 3999 127.0.0.1:6381",
-        "TRYAGAIN Multiple keys request during rehashing of slot", "CLUSTERDOWN The cluster is down",
-        "LOADING Redis is loading the dataset in memory",
+        "TRYAGAIN Multiple keys request during rehashing of slot",
+        "CLUSTERDOWN The cluster is down", "LOADING Redis is loading the dataset in memory",
         "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
         "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
         "NOREPLICAS Not enough good replicas to write.",
@@ -116,6 +129,22 @@ TEST(classify_error_reply, garbage_is_a_server_error) {
                                 "-ERR x", "\r\n", "ERRx max number of clients reached"}) {
     EXPECT_EQ(dlock::classify_error_reply(text), errc::server_error) << '"' << text << '"';
   }
+}
+
+TEST(classify_error_reply, similar_code_words_are_not_confused) {
+  EXPECT_EQ(dlock::classify_error_reply("BUSYKEY Target key name already exists."),
+            errc::server_error);
+  EXPECT_EQ(dlock::classify_error_reply("BUSYGROUP Consumer Group name already exists"),
+            errc::server_error);
+  EXPECT_EQ(dlock::classify_error_reply("NOTBUSY No scripts in execution right now."),
+            errc::server_error);
+  EXPECT_EQ(dlock::classify_error_reply("EXECABORT Transaction discarded because of previous "
+                                        "errors."),
+            errc::server_error);
+  EXPECT_EQ(dlock::classify_error_reply("ERR Error running script (call to f_0123): "
+                                        "@user_script:1: WRONGTYPE Operation against a key"),
+            errc::server_error);
+  EXPECT_FALSE(dlock::is_retryable(dlock::classify_error_reply("NOTBUSY No scripts")));
 }
 
 TEST(classify_error_reply, code_word_alone_is_classified) {

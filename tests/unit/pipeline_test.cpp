@@ -1,0 +1,433 @@
+// transport::pipeline: the request/reply state machine of a command connection, step by step.
+#include "transport/pipeline.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "dlock/error.hpp"
+#include "dlock/reply.hpp"
+#include "reply_printer.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::errc;
+using dlock::reply;
+using dlock::transport::pipeline;
+using dlock::transport::reply_handler;
+using dlock::transport::request;
+using time_point = dlock::transport::clock::time_point;
+
+struct call {
+  int tag;
+  std::error_code ec;
+  reply value;
+};
+
+class pipeline_test : public testing::Test {
+ protected:
+  // A handler recording its completions under `tag`.
+  reply_handler record(int tag) {
+    return [this, tag](std::error_code ec, reply r) { calls_.push_back({tag, ec, std::move(r)}); };
+  }
+
+  // A request whose payload is "<tag>;" so that written bytes show which requests were written.
+  request make(int tag, time_point deadline, time_point link_deadline = time_point::max()) {
+    request r;
+    r.payload = payload(tag);
+    r.deadline = deadline;
+    r.link_deadline = link_deadline;
+    r.handler = record(tag);
+    return r;
+  }
+  static std::string payload(int tag) { return std::to_string(tag) + ";"; }
+
+  void push(int tag, time_point deadline, time_point link_deadline = time_point::max()) {
+    pipe_.push(make(tag, deadline, link_deadline));
+  }
+
+  std::string take_writes() {
+    std::string out;
+    pipe_.take_writes(out);
+    return out;
+  }
+
+  std::vector<int> tags() const {
+    std::vector<int> out;
+    for (const auto& c : calls_) out.push_back(c.tag);
+    return out;
+  }
+
+  const time_point t0_ = dlock::transport::clock::now();
+  const time_point far_ = t0_ + 1h;
+  pipeline pipe_;
+  std::vector<call> calls_;
+};
+
+TEST_F(pipeline_test, starts_empty) {
+  EXPECT_FALSE(pipe_.has_queued());
+  EXPECT_EQ(pipe_.queued(), 0u);
+  EXPECT_EQ(pipe_.in_flight(), 0u);
+  EXPECT_EQ(take_writes(), "");
+  EXPECT_FALSE(pipe_.next_deadline(true).has_value());
+  EXPECT_FALSE(pipe_.next_deadline(false).has_value());
+}
+
+TEST_F(pipeline_test, take_writes_concatenates_in_order_and_moves_in_flight) {
+  push(1, far_);
+  push(2, far_);
+  push(3, far_);
+  EXPECT_TRUE(pipe_.has_queued());
+  EXPECT_EQ(pipe_.queued(), 3u);
+  EXPECT_EQ(pipe_.in_flight(), 0u);
+
+  std::string out = "already;";
+  pipe_.take_writes(out);
+  EXPECT_EQ(out, "already;1;2;3;");
+  EXPECT_FALSE(pipe_.has_queued());
+  EXPECT_EQ(pipe_.queued(), 0u);
+  EXPECT_EQ(pipe_.in_flight(), 3u);
+  EXPECT_TRUE(calls_.empty());
+  EXPECT_EQ(take_writes(), "");  // nothing is written twice
+}
+
+TEST_F(pipeline_test, later_pushes_go_in_the_next_write) {
+  push(1, far_);
+  EXPECT_EQ(take_writes(), "1;");
+  push(2, far_);
+  push(3, far_);
+  EXPECT_EQ(take_writes(), "2;3;");
+  EXPECT_EQ(pipe_.in_flight(), 3u);
+}
+
+TEST_F(pipeline_test, replies_complete_requests_in_order) {
+  push(1, far_);
+  push(2, far_);
+  push(3, far_);
+  take_writes();
+  EXPECT_TRUE(pipe_.on_reply(reply::make_simple("OK")));
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0].tag, 1);
+  EXPECT_FALSE(calls_[0].ec);
+  EXPECT_EQ(calls_[0].value, reply::make_simple("OK"));
+  EXPECT_EQ(pipe_.in_flight(), 2u);
+
+  EXPECT_TRUE(pipe_.on_reply(reply::make_integer(7)));
+  EXPECT_TRUE(pipe_.on_reply(reply::make_bulk("v")));
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(tags(), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(calls_[1].value, reply::make_integer(7));
+  EXPECT_EQ(calls_[2].value, reply::make_bulk("v"));
+  EXPECT_FALSE(calls_[1].ec);
+  EXPECT_FALSE(calls_[2].ec);
+  EXPECT_EQ(pipe_.in_flight(), 0u);
+}
+
+TEST_F(pipeline_test, nil_and_array_replies_are_not_errors) {
+  push(1, far_);
+  push(2, far_);
+  take_writes();
+  pipe_.on_reply(reply::make_nil());
+  pipe_.on_reply(reply::make_array({reply::make_error("ERR inner")}));
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_FALSE(calls_[0].ec);
+  EXPECT_TRUE(calls_[0].value.is_nil());
+  EXPECT_FALSE(calls_[1].ec);
+  EXPECT_TRUE(calls_[1].value.is_array());
+}
+
+TEST_F(pipeline_test, error_reply_completes_with_its_code_and_text) {
+  push(1, far_);
+  push(2, far_);
+  take_writes();
+  const std::string text = "WRONGTYPE Operation against a key holding the wrong kind of value";
+  EXPECT_TRUE(pipe_.on_reply(reply::make_error(text)));
+  EXPECT_TRUE(pipe_.on_reply(reply::make_error("MOVED 3999 127.0.0.1:6381")));
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(calls_[0].ec, errc::wrong_type);
+  EXPECT_TRUE(calls_[0].value.is_error());
+  EXPECT_EQ(calls_[0].value.str(), text);
+  EXPECT_EQ(calls_[1].ec, errc::moved);
+  EXPECT_EQ(calls_[1].value.str(), "MOVED 3999 127.0.0.1:6381");
+}
+
+TEST_F(pipeline_test, reply_with_nothing_in_flight_is_refused) {
+  EXPECT_FALSE(pipe_.on_reply(reply::make_simple("OK")));
+  push(1, far_);  // queued but not written: its reply cannot have arrived
+  EXPECT_FALSE(pipe_.on_reply(reply::make_simple("OK")));
+  EXPECT_TRUE(calls_.empty());
+  take_writes();
+  EXPECT_TRUE(pipe_.on_reply(reply::make_simple("OK")));
+  EXPECT_FALSE(pipe_.on_reply(reply::make_simple("OK")));
+  EXPECT_EQ(calls_.size(), 1u);
+}
+
+TEST_F(pipeline_test, disconnect_loses_in_flight_and_keeps_queued) {
+  push(1, far_);
+  push(2, far_);
+  take_writes();
+  push(3, far_);
+  pipe_.on_disconnect();
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(tags(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(calls_[0].ec, errc::connection_lost);
+  EXPECT_EQ(calls_[1].ec, errc::connection_lost);
+  EXPECT_EQ(pipe_.in_flight(), 0u);
+  EXPECT_EQ(pipe_.queued(), 1u);
+
+  // The next connection writes only the queued request, and its reply goes to it.
+  EXPECT_EQ(take_writes(), "3;");
+  EXPECT_TRUE(pipe_.on_reply(reply::make_integer(3)));
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].tag, 3);
+  EXPECT_FALSE(calls_[2].ec);
+  EXPECT_EQ(calls_[2].value, reply::make_integer(3));
+}
+
+TEST_F(pipeline_test, disconnect_with_nothing_in_flight_does_nothing) {
+  push(1, far_);
+  pipe_.on_disconnect();
+  EXPECT_TRUE(calls_.empty());
+  EXPECT_EQ(pipe_.queued(), 1u);
+}
+
+TEST_F(pipeline_test, fail_all_completes_in_flight_and_queued) {
+  push(1, far_);
+  take_writes();
+  push(2, far_);
+  pipe_.fail_all(errc::shutdown);
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(tags(), (std::vector<int>{1, 2}));
+  for (const auto& c : calls_) EXPECT_EQ(c.ec, errc::shutdown);
+  EXPECT_EQ(pipe_.queued(), 0u);
+  EXPECT_EQ(pipe_.in_flight(), 0u);
+  EXPECT_EQ(take_writes(), "");
+  EXPECT_FALSE(pipe_.on_reply(reply::make_simple("OK")));
+}
+
+TEST_F(pipeline_test, fail_queued_leaves_in_flight_alone) {
+  push(1, far_);
+  take_writes();
+  push(2, far_);
+  push(3, far_);
+  pipe_.fail_queued(errc::auth_failed);
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(tags(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(calls_[0].ec, errc::auth_failed);
+  EXPECT_EQ(calls_[1].ec, errc::auth_failed);
+  EXPECT_EQ(pipe_.queued(), 0u);
+  EXPECT_EQ(pipe_.in_flight(), 1u);
+  EXPECT_EQ(take_writes(), "");
+
+  EXPECT_TRUE(pipe_.on_reply(reply::make_simple("OK")));
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].tag, 1);
+  EXPECT_FALSE(calls_[2].ec);
+}
+
+TEST_F(pipeline_test, expired_queued_request_is_removed_and_never_written) {
+  push(1, t0_ + 1s);
+  push(2, t0_ + 10s);
+  push(3, t0_ + 1s);
+  EXPECT_FALSE(pipe_.expire(t0_ + 2s, true, errc::connection_refused));
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(tags(), (std::vector<int>{1, 3}));
+  EXPECT_EQ(calls_[0].ec, errc::connection_refused);
+  EXPECT_EQ(calls_[1].ec, errc::connection_refused);
+  EXPECT_EQ(pipe_.queued(), 1u);
+
+  EXPECT_EQ(take_writes(), "2;");
+  EXPECT_TRUE(pipe_.on_reply(reply::make_simple("OK")));
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].tag, 2);
+  EXPECT_FALSE(calls_[2].ec);
+}
+
+TEST_F(pipeline_test, expire_at_exactly_the_deadline) {
+  push(1, t0_ + 1s);
+  pipe_.expire(t0_ + 1s - 1ns, true, errc::timeout);
+  EXPECT_TRUE(calls_.empty());
+  pipe_.expire(t0_ + 1s, true, errc::timeout);
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0].ec, errc::timeout);
+}
+
+TEST_F(pipeline_test, nothing_due_changes_nothing) {
+  push(1, t0_ + 5s);
+  take_writes();
+  push(2, t0_ + 5s);
+  EXPECT_FALSE(pipe_.expire(t0_ + 1s, false, errc::connect_timeout));
+  EXPECT_TRUE(calls_.empty());
+  EXPECT_EQ(pipe_.queued(), 1u);
+  EXPECT_EQ(pipe_.in_flight(), 1u);
+}
+
+TEST_F(pipeline_test, link_deadline_applies_only_while_not_linked) {
+  push(1, t0_ + 10s, t0_ + 1s);
+  // Linked: only the request deadline counts.
+  EXPECT_FALSE(pipe_.expire(t0_ + 2s, true, errc::timeout));
+  EXPECT_TRUE(calls_.empty());
+  EXPECT_EQ(pipe_.queued(), 1u);
+  // Not linked: the request gives up at its link deadline with the connect error.
+  EXPECT_FALSE(pipe_.expire(t0_ + 2s, false, errc::connection_refused));
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0].ec, errc::connection_refused);
+  EXPECT_EQ(pipe_.queued(), 0u);
+  EXPECT_EQ(take_writes(), "");
+}
+
+TEST_F(pipeline_test, link_deadline_does_not_apply_in_flight) {
+  push(1, t0_ + 10s, t0_ + 1s);
+  take_writes();
+  EXPECT_FALSE(pipe_.expire(t0_ + 2s, false, errc::connection_refused));
+  EXPECT_TRUE(calls_.empty());
+  EXPECT_EQ(pipe_.in_flight(), 1u);
+}
+
+TEST_F(pipeline_test, in_flight_timeout_keeps_its_slot_and_swallows_the_late_reply) {
+  push(1, t0_ + 1s);
+  push(2, t0_ + 10s);
+  take_writes();
+  EXPECT_TRUE(pipe_.expire(t0_ + 2s, true, errc::connect_timeout));
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0].tag, 1);
+  EXPECT_EQ(calls_[0].ec, errc::timeout);  // in flight: always timeout, not queued_ec
+  EXPECT_EQ(pipe_.in_flight(), 2u);        // the slot stays so replies keep matching
+
+  // The late reply to 1 is consumed without calling anything.
+  EXPECT_TRUE(pipe_.on_reply(reply::make_bulk("late for 1")));
+  EXPECT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(pipe_.in_flight(), 1u);
+
+  // The reply to 2 reaches 2.
+  EXPECT_TRUE(pipe_.on_reply(reply::make_bulk("for 2")));
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(calls_[1].tag, 2);
+  EXPECT_FALSE(calls_[1].ec);
+  EXPECT_EQ(calls_[1].value, reply::make_bulk("for 2"));
+}
+
+TEST_F(pipeline_test, expired_in_flight_request_completes_once) {
+  push(1, t0_ + 1s);
+  take_writes();
+  pipe_.expire(t0_ + 2s, true, errc::timeout);
+  pipe_.expire(t0_ + 3s, true, errc::timeout);
+  pipe_.on_disconnect();
+  pipe_.fail_all(errc::shutdown);
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0].ec, errc::timeout);
+}
+
+TEST_F(pipeline_test, expire_reports_stuck_only_for_the_oldest_waiting_request) {
+  push(1, t0_ + 10s);  // head: long deadline
+  push(2, t0_ + 1s);   // later: short deadline
+  take_writes();
+  // 2 expires, but the server still owes the reply to 1, which is not late yet.
+  EXPECT_FALSE(pipe_.expire(t0_ + 2s, true, errc::timeout));
+  ASSERT_EQ(calls_.size(), 1u);
+  EXPECT_EQ(calls_[0].tag, 2);
+  EXPECT_EQ(calls_[0].ec, errc::timeout);
+  EXPECT_EQ(pipe_.in_flight(), 2u);
+  // Now 1 is late too: the connection is stuck.
+  EXPECT_TRUE(pipe_.expire(t0_ + 11s, true, errc::timeout));
+  ASSERT_EQ(calls_.size(), 2u);
+  EXPECT_EQ(calls_[1].tag, 1);
+}
+
+TEST_F(pipeline_test, expire_skips_abandoned_slots_when_finding_the_oldest) {
+  push(1, t0_ + 1s);
+  push(2, t0_ + 5s);
+  take_writes();
+  EXPECT_TRUE(pipe_.expire(t0_ + 2s, true, errc::timeout));  // 1 is late
+  // 1 is abandoned; 2 is now the oldest waiting and is not late.
+  EXPECT_FALSE(pipe_.expire(t0_ + 3s, true, errc::timeout));
+  EXPECT_TRUE(pipe_.expire(t0_ + 6s, true, errc::timeout));
+  EXPECT_EQ(tags(), (std::vector<int>{1, 2}));
+}
+
+TEST_F(pipeline_test, expire_with_only_queued_requests_is_never_stuck) {
+  push(1, t0_ + 1s);
+  EXPECT_FALSE(pipe_.expire(t0_ + 2s, true, errc::timeout));
+  EXPECT_EQ(calls_.size(), 1u);
+}
+
+TEST_F(pipeline_test, next_deadline_of_queued_depends_on_link) {
+  push(1, t0_ + 10s, t0_ + 2s);
+  push(2, t0_ + 8s);
+  EXPECT_EQ(pipe_.next_deadline(true), t0_ + 8s);
+  EXPECT_EQ(pipe_.next_deadline(false), t0_ + 2s);
+}
+
+TEST_F(pipeline_test, next_deadline_of_in_flight_ignores_link_deadline) {
+  push(1, t0_ + 10s, t0_ + 2s);
+  take_writes();
+  EXPECT_EQ(pipe_.next_deadline(true), t0_ + 10s);
+  EXPECT_EQ(pipe_.next_deadline(false), t0_ + 10s);
+  push(2, t0_ + 20s, t0_ + 3s);
+  EXPECT_EQ(pipe_.next_deadline(true), t0_ + 10s);
+  EXPECT_EQ(pipe_.next_deadline(false), t0_ + 3s);
+}
+
+TEST_F(pipeline_test, next_deadline_ignores_completed_slots) {
+  push(1, t0_ + 1s);
+  push(2, t0_ + 5s);
+  take_writes();
+  pipe_.expire(t0_ + 2s, true, errc::timeout);
+  EXPECT_EQ(pipe_.next_deadline(true), t0_ + 5s);
+  pipe_.expire(t0_ + 6s, true, errc::timeout);
+  EXPECT_EQ(pipe_.in_flight(), 2u);
+  EXPECT_FALSE(pipe_.next_deadline(true).has_value());
+  EXPECT_FALSE(pipe_.next_deadline(false).has_value());
+}
+
+TEST_F(pipeline_test, handler_may_push_from_its_completion) {
+  request first = make(1, far_);
+  first.handler = [this](std::error_code ec, reply r) {
+    calls_.push_back({1, ec, std::move(r)});
+    push(2, far_);
+  };
+  pipe_.push(std::move(first));
+  take_writes();
+  EXPECT_TRUE(pipe_.on_reply(reply::make_simple("OK")));
+  EXPECT_EQ(pipe_.queued(), 1u);
+  EXPECT_EQ(pipe_.in_flight(), 0u);
+  EXPECT_EQ(take_writes(), "2;");
+  EXPECT_TRUE(pipe_.on_reply(reply::make_integer(2)));
+  EXPECT_EQ(tags(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(calls_[1].value, reply::make_integer(2));
+}
+
+TEST_F(pipeline_test, handler_may_push_when_lost_or_expired) {
+  auto resubmit = [this](int tag, int next) {
+    return [this, tag, next](std::error_code ec, reply r) {
+      calls_.push_back({tag, ec, std::move(r)});
+      push(next, far_);
+    };
+  };
+  request a = make(1, t0_ + 1s);
+  a.handler = resubmit(1, 10);
+  request b = make(2, far_);
+  b.handler = resubmit(2, 20);
+  request c = make(3, t0_ + 1s);
+  c.handler = resubmit(3, 30);
+  pipe_.push(std::move(a));
+  pipe_.push(std::move(b));
+  take_writes();
+  pipe_.push(std::move(c));
+
+  EXPECT_TRUE(pipe_.expire(t0_ + 2s, true, errc::connect_timeout));  // 1 in flight, 3 queued
+  EXPECT_EQ(tags(), (std::vector<int>{1, 3}));
+  pipe_.on_disconnect();  // 2 is lost
+  EXPECT_EQ(tags(), (std::vector<int>{1, 3, 2}));
+  EXPECT_EQ(calls_[2].ec, errc::connection_lost);
+  // The resubmitted requests are all queued, in completion order, and written once.
+  EXPECT_EQ(pipe_.queued(), 3u);
+  EXPECT_EQ(take_writes(), "10;30;20;");
+}
+
+}  // namespace
