@@ -82,6 +82,7 @@ void link::stop() {
 }
 
 void link::close_stream() {
+  up_ = false;
   resolver_.cancel();
   connect_timer_.cancel();
   health_timer_.cancel();
@@ -189,6 +190,7 @@ void link::on_handshake_reply(const reply& r) {
   backoff_.reset();
   last_error_.clear();
   ++connects_;
+  up_ = true;
   arm_health_check();
   on_ready();
   want_write();
@@ -228,6 +230,7 @@ void link::want_write() {
   fill_write(out);
   if (out.empty()) return;
   writing_ = true;
+  ++writes_;
   const auto gen = gen_;
   auto s = stream_;
   auto buf = wbuf_;

@@ -42,6 +42,10 @@ class link : public std::enable_shared_from_this<link> {
   const executor_type& get_executor() const noexcept { return strand_; }
   // Handshakes completed so far: 1 after the first connect, +1 per reconnect (thread-safe).
   std::uint64_t connects() const noexcept { return connects_.load(); }
+  // True while a connection is up and past its handshake (thread-safe).
+  bool connected() const noexcept { return up_.load(); }
+  // Socket writes started so far (thread-safe): shows how well requests are coalesced.
+  std::uint64_t writes() const noexcept { return writes_.load(); }
 
  protected:
   // Hooks, all on the strand.
@@ -95,6 +99,8 @@ class link : public std::enable_shared_from_this<link> {
   clock::time_point last_heard_{};
   std::error_code last_error_;
   std::atomic<std::uint64_t> connects_{0};
+  std::atomic<std::uint64_t> writes_{0};
+  std::atomic<bool> up_{false};
 };
 
 }  // namespace dlock::transport

@@ -95,6 +95,9 @@ TEST(connection, pipelines_many_threads_and_matches_every_reply) {
   EXPECT_EQ(mismatched, 0);
   EXPECT_EQ(failed, 0);
   EXPECT_EQ(c.impl().connection().connects(), 1u) << "no reconnect expected";
+  // Requests submitted while a write is in progress leave together in the next one.
+  EXPECT_LT(c.impl().connection().writes(), threads * per_thread / 4)
+      << "writes were not coalesced";
 }
 
 TEST(connection, completes_through_awaitable_future_and_callback_tokens) {
@@ -216,6 +219,36 @@ TEST(connection, silent_server_fails_with_connect_timeout) {
   c.ping(ec);
   EXPECT_EQ(ec, errc::connect_timeout);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+}
+
+// The idle health check: PINGs flow while nobody calls, and a server that stops answering is
+// noticed and reconnected to without any caller tripping over it.
+TEST(connection, idle_health_check_pings_and_detects_a_stopped_server) {
+  dlock::test::redis_server srv;
+  auto cfg = config_for(srv);
+  cfg.health_check_interval = 50ms;
+  cfg.command_timeout = 200ms;
+  cfg.connect_timeout = 200ms;
+  dlock::client c{cfg};
+  ASSERT_TRUE(ping_within(c, 5s));
+  auto pings = [&] {
+    auto stats = srv.command({"INFO", "commandstats"});
+    auto at = stats.find("cmdstat_ping:calls=");
+    return at == std::string::npos ? 0L : std::stol(stats.substr(at + 19));
+  };
+  const auto before = pings();
+  EXPECT_TRUE(dlock::test::wait_until([&] { return pings() >= before + 3; }, 5s));
+
+  srv.pause();
+  // Idle connections find out by themselves (interval + command timeout) and drop.
+  EXPECT_TRUE(dlock::test::wait_until([&] { return !c.impl().connection().connected(); }, 3s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return !c.impl().subscriber().connected(); }, 3s));
+  const auto connects = c.impl().connection().connects();
+  const auto sub_connects = c.impl().subscriber().connects();
+  srv.resume();
+  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().connection().connects() > connects; }, 5s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().subscriber().connects() > sub_connects; }, 5s));
+  EXPECT_TRUE(c.impl().connection().connected());
 }
 
 TEST(connection, shutdown_completes_pending_calls_with_shutdown) {
