@@ -1,5 +1,8 @@
 #include "dlock/client.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
 #include "runtime/client_impl.hpp"
@@ -9,16 +12,25 @@ namespace dlock {
 client::client(config cfg) {
   std::error_code ec;
   std::string reason;
-  impl_ = std::make_unique<detail::client_impl>(std::move(cfg), ec, reason);
+  impl_ = std::make_shared<detail::client_impl>(std::move(cfg), ec, reason);
   if (ec) throw lock_error(ec, reason);
 }
 
 client::client(config cfg, std::error_code& ec) {
   std::string reason;
-  impl_ = std::make_unique<detail::client_impl>(std::move(cfg), ec, reason);
+  impl_ = std::make_shared<detail::client_impl>(std::move(cfg), ec, reason);
 }
 
-client::~client() = default;
+client::~client() {
+  // Leases and mutexes may keep the impl alive; shut it down now so that nothing runs after
+  // the client is gone (they then see errc::shutdown).
+  std::error_code ec;
+  impl_->shutdown(ec);
+  if (ec) {
+    std::fputs("dlock: client destroyed on its own I/O thread; aborting\n", stderr);
+    std::abort();
+  }
+}
 
 void client::shutdown() {
   std::error_code ec;

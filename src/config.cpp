@@ -116,6 +116,13 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
   if (key == "reconnect_min") return set_duration(cfg.reconnect_min, key, value, false, st);
   if (key == "reconnect_max") return set_duration(cfg.reconnect_max, key, value, false, st);
   if (key == "watchdog") return set_duration(cfg.watchdog_lease, key, value, false, st);
+  if (key == "recheck") return set_duration(cfg.wait_recheck, key, value, false, st);
+  if (key == "max_name") {
+    std::uint64_t n = 0;
+    if (!parse_uint(value, n) || n == 0 || n > 65536) return st.fail("max_name must be 1..65536");
+    cfg.max_name_length = static_cast<std::size_t>(n);
+    return true;
+  }
   if (key == "name") {
     cfg.client_name = std::move(value);
     return true;
@@ -222,6 +229,8 @@ std::error_code config::validate(std::string& reason) const {
     return bad("reconnect_min must be positive and not above reconnect_max");
   }
   if (watchdog_lease.count() < 30) return bad("watchdog lease must be at least 30ms");
+  if (wait_recheck.count() <= 0) return bad("recheck must be positive");
+  if (max_name_length == 0) return bad("max_name must be positive");
   if (io_threads == 0) return bad("io_threads must be at least 1");
   for (char c : client_name) {
     if (c <= ' ' || c > '~') return bad("client name must be printable ASCII without spaces");

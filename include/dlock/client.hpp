@@ -80,11 +80,12 @@ class client {
 
   // For dlock's own synchronizers.
   detail::client_impl& impl() noexcept { return *impl_; }
+  const std::shared_ptr<detail::client_impl>& shared_impl() const noexcept { return impl_; }
 
  private:
   void start_execute(std::vector<std::string> args, detail::completion<reply> done);
 
-  std::unique_ptr<detail::client_impl> impl_;
+  std::shared_ptr<detail::client_impl> impl_;
 };
 
 }  // namespace dlock

@@ -14,6 +14,9 @@
 //   ca, cert, key TLS files (PEM): CA bundle, client certificate chain, client private key
 //   sni           the name to verify the server certificate against (default: the host)
 //   watchdog      lease given to locks taken without one (default 30s; renewed every third)
+//   recheck       longest a waiter goes without re-checking the lock (default 3s): what a lost
+//                 unlock message can cost, at most
+//   max_name      longest lock name accepted, in bytes (default 1024)
 //   io_threads    threads running the client's io_context (default 1)
 //
 // Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
@@ -50,6 +53,8 @@ struct config {
   std::chrono::milliseconds reconnect_min{50};        // first backoff step (jittered)
   std::chrono::milliseconds reconnect_max{2000};      // backoff cap
   std::chrono::milliseconds watchdog_lease{30000};    // lease of locks taken without one
+  std::chrono::milliseconds wait_recheck{3000};       // a waiter re-checks at least this often
+  std::size_t max_name_length = 1024;                 // longest lock name accepted (bytes)
   std::string client_name = "dlock";
   unsigned io_threads = 1;
 

@@ -4,4 +4,6 @@
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
 #include "dlock/error.hpp"
+#include "dlock/lease.hpp"
+#include "dlock/mutex.hpp"
 #include "dlock/reply.hpp"

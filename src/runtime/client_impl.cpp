@@ -26,16 +26,26 @@ std::string make_uuid() {
 }
 
 client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
-    : cfg_{std::move(cfg)}, id_{make_uuid()}, work_{asio::make_work_guard(ioc_)} {
+    : cfg_{std::move(cfg)},
+      id_{make_uuid()},
+      work_{asio::make_work_guard(ioc_)},
+      strand_{asio::make_strand(ioc_)} {
   ec = cfg_.validate(reason);
   std::shared_ptr<asio::ssl::context> tls;
   if (!ec && cfg_.tls.enabled) tls = transport::make_tls_context(cfg_.tls, ec, reason);
   init_error_ = ec;
-  conn_ = std::make_shared<transport::connection>(ioc_, cfg_, tls);
+  conn_ = std::make_shared<transport::connection>(strand_, cfg_, tls);
   auto sub_cfg = cfg_;
   sub_cfg.client_name += sub_cfg.client_name.empty() ? "" : ":sub";
-  sub_ = std::make_shared<transport::subscriber>(ioc_, std::move(sub_cfg), tls);
+  sub_ = std::make_shared<transport::subscriber>(strand_, std::move(sub_cfg), tls);
   runner_ = std::make_unique<scripts::runner>(conn_);
+  watchdog_ = std::make_unique<detail::watchdog>(strand_, *runner_, cfg_.command_timeout,
+                                                 cfg_.watchdog_lease);
+  waiters_ = std::make_unique<waiter_registry>(
+      [this](const std::string& channel, transport::pubsub_listener fn) {
+        return sub_->listen(channel, std::move(fn));
+      },
+      [this](transport::listener_id id) { sub_->unlisten(id); });
   if (ec) {
     conn_->stop();  // every call completes with shutdown; see submit() for the init error
     sub_->stop();
@@ -69,6 +79,11 @@ void client_impl::shutdown(std::error_code& ec) {
   // Stop both links and wait until each has failed its pending work with errc::shutdown, so no
   // handler is left behind when the io_context stops.
   std::promise<void> conn_done, sub_done;
+  asio::post(strand_, [this] {
+    watchdog_->stop();
+    auto ops = ops_;  // abort() untracks
+    for (auto* op : ops) op->abort(errc::shutdown);
+  });
   conn_->stop();
   sub_->stop();
   asio::post(conn_->get_executor(), [&] { conn_done.set_value(); });

@@ -7,14 +7,25 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "dlock/config.hpp"
+#include "runtime/hold.hpp"
+#include "runtime/waiters.hpp"
+#include "runtime/watchdog.hpp"
 #include "scripts/runner.hpp"
 #include "transport/connection.hpp"
 #include "transport/subscriber.hpp"
 
 namespace dlock::detail {
+
+// An operation that may wait indefinitely (an acquire); shutdown completes it with an error.
+class abortable {
+ public:
+  virtual ~abortable() = default;
+  virtual void abort(std::error_code ec) = 0;
+};
 
 class client_impl {
  public:
@@ -32,10 +43,20 @@ class client_impl {
   const config& cfg() const noexcept { return cfg_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return ioc_; }
+  // The strand on which the connections, the subscriber and the runtime do all their work.
+  const transport::link::executor_type& strand() const noexcept { return strand_; }
   transport::connection& connection() noexcept { return *conn_; }
   transport::subscriber& subscriber() noexcept { return *sub_; }
   const scripts::runner& scripts() const noexcept { return *runner_; }
   std::error_code init_error() const noexcept { return init_error_; }
+  // Strand only (watchdog, waiters); thread-safe (holds).
+  detail::watchdog& watchdog() noexcept { return *watchdog_; }
+  waiter_registry& waiters() noexcept { return *waiters_; }
+  hold_table& holds() noexcept { return holds_; }
+  bool stopped() const noexcept { return stopped_.load(); }
+  // Strand only: operations to abort with errc::shutdown at shutdown.
+  void track(abortable* op) { ops_.insert(op); }
+  void untrack(abortable* op) { ops_.erase(op); }
 
  private:
   config cfg_;
@@ -43,9 +64,14 @@ class client_impl {
   std::error_code init_error_;
   mutable asio::io_context ioc_;  // mutable: get_executor() is non-const in Asio
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  transport::link::executor_type strand_;  // all of this client's state lives on it
   std::shared_ptr<transport::connection> conn_;
   std::shared_ptr<transport::subscriber> sub_;
   std::unique_ptr<scripts::runner> runner_;
+  std::unique_ptr<detail::watchdog> watchdog_;
+  std::unique_ptr<waiter_registry> waiters_;
+  hold_table holds_;
+  std::unordered_set<abortable*> ops_;  // strand only
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
 };

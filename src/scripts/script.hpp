@@ -16,5 +16,7 @@ struct script {
 // One declaration per file in src/scripts/lua/.
 extern const script mutex_acquire;
 extern const script mutex_release;
+extern const script mutex_renew;
+extern const script mutex_force_unlock;
 
 }  // namespace dlock::scripts

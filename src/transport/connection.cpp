@@ -8,8 +8,8 @@
 
 namespace dlock::transport {
 
-connection::connection(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls)
-    : link{ioc, std::move(cfg), std::move(tls)}, deadline_timer_{get_executor()} {}
+connection::connection(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
+    : link{std::move(strand), std::move(cfg), std::move(tls)}, deadline_timer_{get_executor()} {}
 
 void connection::submit(std::string payload, clock::duration timeout, reply_handler handler) {
   const auto now = clock::now();

@@ -20,7 +20,7 @@ namespace dlock::transport {
 
 class connection final : public link {
  public:
-  connection(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls);
+  connection(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
 
   // Sends one encoded command; `handler` runs on the connection's strand with the reply or an
   // error (error replies arrive as their errc with the reply holding the text). After stop()

@@ -49,9 +49,8 @@ std::uint64_t seed() {
 
 }  // namespace
 
-link::link(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls)
-    : ioc_{ioc},
-      strand_{asio::make_strand(ioc)},
+link::link(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
+    : strand_{std::move(strand)},
       cfg_{std::move(cfg)},
       tls_{std::move(tls)},
       resolver_{strand_},

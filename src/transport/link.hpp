@@ -29,7 +29,9 @@ class link : public std::enable_shared_from_this<link> {
   using executor_type = asio::strand<asio::io_context::executor_type>;
   using clock = std::chrono::steady_clock;
 
-  link(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls);
+  // `strand` serializes this link's work; a client shares one strand between its links and the
+  // runtime above them, so that all of its state lives in one sequence.
+  link(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
   virtual ~link();
   link(const link&) = delete;
   link& operator=(const link&) = delete;
@@ -81,7 +83,6 @@ class link : public std::enable_shared_from_this<link> {
   void arm_health_check();
   void close_stream();
 
-  asio::io_context& ioc_;
   executor_type strand_;
   config cfg_;
   std::shared_ptr<asio::ssl::context> tls_;

@@ -6,8 +6,8 @@
 
 namespace dlock::transport {
 
-subscriber::subscriber(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls)
-    : link{ioc, std::move(cfg), std::move(tls)}, overdue_timer_{get_executor()} {}
+subscriber::subscriber(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
+    : link{std::move(strand), std::move(cfg), std::move(tls)}, overdue_timer_{get_executor()} {}
 
 listener_id subscriber::listen(std::string channel, pubsub_listener fn) {
   return add(subscriptions::kind::channel, std::move(channel), std::move(fn));

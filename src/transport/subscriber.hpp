@@ -13,7 +13,7 @@ namespace dlock::transport {
 
 class subscriber final : public link {
  public:
-  subscriber(asio::io_context& ioc, config cfg, std::shared_ptr<asio::ssl::context> tls);
+  subscriber(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
 
   // Listens to a channel (SUBSCRIBE) or a pattern (PSUBSCRIBE). Thread-safe; returns an id
   // for unlisten(). The listener runs on the strand and must not block.

@@ -33,7 +33,8 @@ result eval(dlock::client& c, const dlock::scripts::script& s, std::vector<std::
 TEST(scripts, embedded_sha1_matches_what_redis_computes) {
   dlock::test::redis_server srv;
   dlock::client c{dlock::config::from_uri(srv.url())};
-  for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release}) {
+  for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release,
+                        &dlock::scripts::mutex_renew, &dlock::scripts::mutex_force_unlock}) {
     auto sha = c.execute({"SCRIPT", "LOAD", std::string(s->text)});
     EXPECT_EQ(sha.str(), s->sha1) << s->name;
   }
@@ -44,17 +45,17 @@ TEST(scripts, reloads_after_script_flush) {
   dlock::client c{dlock::config::from_uri(srv.url())};
   const auto name = dlock::test::unique_name("lock");
   const auto token = "redisson_lock_token:{" + name + "}";
-  auto first = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1"});
+  auto first = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1", "0"});
   ASSERT_FALSE(first.ec) << first.ec.message();
   EXPECT_EQ(c.impl().scripts().reloads(), 1u) << "a fresh server has no scripts";
   for (int i = 0; i < 3; ++i) {
     srv.command({"SCRIPT", "FLUSH"});
-    auto again = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1"});
+    auto again = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1", "0"});
     EXPECT_FALSE(again.ec) << again.ec.message();
     EXPECT_EQ(c.impl().scripts().reloads(), 2u + static_cast<unsigned>(i));
   }
   // Cached now: no reload.
-  auto cached = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1"});
+  auto cached = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1", "0"});
   EXPECT_FALSE(cached.ec);
   EXPECT_EQ(c.impl().scripts().reloads(), 4u);
 }
@@ -65,35 +66,79 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   const auto name = dlock::test::unique_name("lock");
   const auto token = "redisson_lock_token:{" + name + "}";
   const auto channel = "redisson_lock__channel:{" + name + "}";
+  auto acquire = [&](const char* owner, const char* have) {
+    return eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", owner, have});
+  };
+  auto release = [&](const char* owner, const char* have) {
+    return eval(c, dlock::scripts::mutex_release, {name, channel}, {"0", "30000", owner, have});
+  };
 
-  auto a = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "A:1"});
+  auto a = acquire("A:1", "0");
   ASSERT_FALSE(a.ec);
   ASSERT_EQ(a.r.elements().size(), 2u);
   EXPECT_EQ(a.r.elements()[0].integer(), 0);
   EXPECT_EQ(a.r.elements()[1].integer(), 1) << "first fencing token";
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
-  auto pttl = c.execute({"PTTL", name}).integer();
-  EXPECT_GT(pttl, 29000);
+  EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
-  auto again = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "A:1"});
+  // Resent after a lost reply: reported again, not counted twice, no new token.
+  auto resent = acquire("A:1", "0");
+  EXPECT_EQ(resent.r.elements()[1].integer(), 1);
+  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
+
+  auto again = acquire("A:1", "1");
   EXPECT_EQ(again.r.elements()[1].integer(), 1) << "re-entry keeps the token";
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "2");
 
-  auto b = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "B:1"});
+  auto b = acquire("B:1", "0");
   ASSERT_EQ(b.r.elements().size(), 1u) << "held by A: B gets the pttl";
   EXPECT_GT(b.r.elements()[0].integer(), 0);
+  auto stale = acquire("A:1", "5");
+  EXPECT_EQ(stale.r.elements()[0].integer(), -1) << "a count A does not expect";
 
-  auto not_owner = eval(c, dlock::scripts::mutex_release, {name, channel}, {"0", "30000", "B:1"});
-  EXPECT_TRUE(not_owner.r.is_nil());
+  EXPECT_TRUE(release("B:1", "1").r.is_nil()) << "not the owner: nothing changes";
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "2");
 
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel}, {"0", "30000", "A:1"}).r.integer(), 0);
-  EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 1);
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel}, {"0", "30000", "A:1"}).r.integer(), 1);
+  EXPECT_EQ(release("A:1", "2").r.integer(), 0);
+  EXPECT_EQ(release("A:1", "2").r.integer(), -1) << "resent release is not applied twice";
+  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
+  EXPECT_EQ(release("A:1", "1").r.integer(), 1);
   EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 0);
+  EXPECT_TRUE(release("A:1", "1").r.is_nil());
 
-  auto b2 = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "B:1"});
+  auto b2 = acquire("B:1", "0");
   EXPECT_EQ(b2.r.elements()[1].integer(), 2) << "tokens strictly increase";
+}
+
+TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto held = dlock::test::unique_name("lock"), gone = dlock::test::unique_name("lock");
+  const auto other = dlock::test::unique_name("lock");
+  eval(c, dlock::scripts::mutex_acquire, {held, "redisson_lock_token:{" + held + "}"}, {"1000", "A:1", "0"});
+  eval(c, dlock::scripts::mutex_acquire, {other, "redisson_lock_token:{" + other + "}"}, {"1000", "B:1", "0"});
+  c.execute({"SET", gone + "x", "string"});
+  auto r = eval(c, dlock::scripts::mutex_renew, {held, gone, other, gone + "x"},
+                {"60000", "A:1", "A:1", "A:1", "A:1"});
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  ASSERT_EQ(r.r.elements().size(), 4u);
+  EXPECT_EQ(r.r.elements()[0].integer(), 1);
+  EXPECT_EQ(r.r.elements()[1].integer(), 0) << "no such lock";
+  EXPECT_EQ(r.r.elements()[2].integer(), 0) << "held by someone else";
+  EXPECT_EQ(r.r.elements()[3].integer(), 0) << "another type counts as not held";
+  EXPECT_GT(c.execute({"PTTL", held}).integer(), 59000);
+  EXPECT_LE(c.execute({"PTTL", other}).integer(), 1000) << "others' leases untouched";
+}
+
+TEST(scripts, force_unlock_deletes_and_publishes) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto channel = "redisson_lock__channel:{" + name + "}";
+  eval(c, dlock::scripts::mutex_acquire, {name, "redisson_lock_token:{" + name + "}"}, {"30000", "A:1", "0"});
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_force_unlock, {name, channel}, {"0"}).r.integer(), 1);
+  EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 0);
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_force_unlock, {name, channel}, {"0"}).r.integer(), 0);
 }
 
 TEST(scripts, wrong_type_lock_key_is_reported_not_waited_on) {
@@ -102,8 +147,8 @@ TEST(scripts, wrong_type_lock_key_is_reported_not_waited_on) {
   const auto name = dlock::test::unique_name("lock");
   c.execute({"SET", name, "not a hash"});
   auto r = eval(c, dlock::scripts::mutex_acquire, {name, "redisson_lock_token:{" + name + "}"},
-                {"30000", "A:1"});
-  // EXISTS is 1, HEXISTS on a string fails inside the script: WRONGTYPE, not "held".
+                {"30000", "A:1", "0"});
+  // HGET on a string fails inside the script: WRONGTYPE, not "held".
   EXPECT_EQ(r.ec, dlock::errc::wrong_type);
 }
 

@@ -11,24 +11,25 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/system_executor.hpp>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "dlock/detail/unique_function.hpp"
 
 namespace dlock::detail {
 
-template <class T>
-using completion = unique_function<void(std::error_code, T)>;
+template <class... T>
+using completion = unique_function<void(std::error_code, T...)>;
 
-template <class T, class Handler>
-completion<T> erase_handler(Handler&& handler) {
+template <class... T, class Handler>
+completion<T...> erase_handler(Handler&& handler) {
   auto ex = asio::get_associated_executor(handler, asio::system_executor{});
   auto work = asio::make_work_guard(ex);
   return [h = std::forward<Handler>(handler), work = std::move(work)](std::error_code ec,
-                                                                     T value) mutable {
+                                                                     T... values) mutable {
     auto target = work.get_executor();
-    asio::dispatch(target, [h = std::move(h), ec, value = std::move(value)]() mutable {
-      std::move(h)(ec, std::move(value));
+    asio::dispatch(target, [h = std::move(h), ec, args = std::make_tuple(std::move(values)...)]() mutable {
+      std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
     });
     work.reset();
   };

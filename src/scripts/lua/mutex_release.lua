@@ -1,11 +1,17 @@
--- Release one hold of a Redisson RLock-compatible reentrant lock.
+-- Release one hold of a reentrant lock in Redisson's RLock layout.
 -- KEYS[1] lock hash, KEYS[2] channel redisson_lock__channel:{name}
--- ARGV[1] unlock message ('0'), ARGV[2] lease in ms, ARGV[3] owner field
--- Returns nil when ARGV[3] does not hold the lock (nothing changes), 0 when the hold count went
--- down but the lock is still held (lease renewed), 1 when the lock was released (key deleted and
--- ARGV[1] published so that one waiter wakes).
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- ARGV[1] unlock message ('0': wake one waiter), ARGV[2] lease in ms, ARGV[3] owner field,
+-- ARGV[4] the hold count the caller has now
+-- Returns nil when ARGV[3] does not hold the lock (nothing changes), 0 when the count went down
+-- and the lock is still held (lease reset to ARGV[2]), 1 when the lock was released (key
+-- deleted, ARGV[1] published), -1 when the count is already ARGV[4] - 1: a resent release that
+-- was applied, so it is not applied twice.
+local held = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0')
+if held == 0 then
   return nil
+end
+if held == tonumber(ARGV[4]) - 1 then
+  return -1
 end
 local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if counter > 0 then

@@ -1,0 +1,165 @@
+// dlock/mutex.hpp — Redisson's RLock in C++: a reentrant distributed lock with leases, fencing
+// tokens and a lease-lost signal.
+//
+// Guarantees. While a hold's lease is trusted, no other owner acquires the same name on the same
+// Redis (given Redis keeps its data: see docs/safety). A lease is trusted until
+// `send_time + lease - drift` on the local steady clock, where send_time is when the acquire
+// was sent; the watchdog extends locks taken without a lease (config::watchdog_lease, renewed
+// every third of it). When trust ends early — a renewal finds the hold gone, or none is confirmed
+// in time — lease_lost() is requested. Every first acquisition gets a fencing token larger
+// than any before it for this name: give it to the resource you protect.
+// Liveness. Waiters wake on the unlock message of redisson_lock__channel:{name} and re-check
+// at least every config::wait_recheck (and when the holder's lease ends), so a lost message
+// costs latency, never a hang. A crashed holder's lock frees itself when its lease ends.
+// Compatibility. The Redis layout is Redisson's RLock (docs/compatibility.md): a Java process
+// using Redisson and a C++ process using dlock exclude each other on the same name.
+//
+//   dlock::mutex m{client, "orders:42"};
+//   {
+//     std::lock_guard guard{m};                    // lock(): throws dlock::lock_error
+//     write(m.fencing_token());
+//   }
+//   if (m.try_lock_for(2s)) { ...; m.unlock(); }   // TimedLockable
+//
+// Two ways to own it:
+// - thread-owned: lock/try_lock*/unlock, owner `<client-uuid>:<thread>`, reentrant per thread
+//   (each lock() needs its unlock()); fencing_token() and lease_lost() describe the calling
+//   thread's hold.
+// - lease-owned: async_lock* complete with a dlock::lease (see lease.hpp), one owner per lease.
+//
+// Errors (std::error_code forms, or lock_error): errc::invalid_argument (empty or too long name,
+// non-positive lease), errc::wrong_type (the key holds another type: reported at once, never
+// waited on), errc::out_of_memory, errc::read_only, errc::no_permission, connection errors,
+// errc::would_deadlock (a sync call on the client's I/O thread), errc::shutdown, and on unlock
+// errc::not_owner (the thread holds nothing) or errc::lease_lost (its lease was lost; nothing of
+// anyone else's was touched). try_lock* return false, not an error, when the lock stays held.
+// Thread safety: one mutex object may be used from any number of threads at once.
+#pragma once
+
+#include <asio/async_result.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+#include "dlock/client.hpp"
+#include "dlock/detail/completion.hpp"
+#include "dlock/lease.hpp"
+
+namespace dlock {
+
+class mutex {
+ public:
+  using milliseconds = std::chrono::milliseconds;
+
+  mutex(client& c, std::string name);
+
+  const std::string& name() const noexcept { return name_; }
+
+  // Waits as long as it takes. Without a lease: the watchdog lease, renewed while held.
+  void lock();
+  void lock(std::error_code& ec);
+  void lock(milliseconds lease);
+  void lock(milliseconds lease, std::error_code& ec);
+
+  // One attempt.
+  bool try_lock();
+  bool try_lock(std::error_code& ec);
+
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
+    return try_acquire_throwing(to_ms(wait), std::nullopt);
+  }
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait, std::error_code& ec) {
+    return try_acquire(to_ms(wait), std::nullopt, ec);
+  }
+  template <class Rep, class Period, class Rep2, class Period2>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+                    const std::chrono::duration<Rep2, Period2>& lease) {
+    return try_acquire_throwing(to_ms(wait), to_ms(lease));
+  }
+  template <class Rep, class Period, class Rep2, class Period2>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& wait,
+                    const std::chrono::duration<Rep2, Period2>& lease, std::error_code& ec) {
+    return try_acquire(to_ms(wait), to_ms(lease), ec);
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until) {
+    return try_lock_for(until - Clock::now());
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until, std::error_code& ec) {
+    return try_lock_for(until - Clock::now(), ec);
+  }
+
+  // Releases one hold of the calling thread.
+  void unlock();
+  void unlock(std::error_code& ec);
+
+  // Deletes the lock whoever holds it and wakes a waiter; true if it was held.
+  bool force_unlock();
+  bool force_unlock(std::error_code& ec);
+  // Asks Redis.
+  bool is_locked();
+  bool is_locked(std::error_code& ec);
+  bool is_held_by_current_thread();
+  bool is_held_by_current_thread(std::error_code& ec);
+  std::uint32_t hold_count();  // the calling thread's holds, as Redis counts them
+  std::uint32_t hold_count(std::error_code& ec);
+  // PTTL of the lock: milliseconds left, -2 when free, -1 when held without expiry.
+  milliseconds remaining_lease();
+  milliseconds remaining_lease(std::error_code& ec);
+
+  // The calling thread's hold (local; no round trip): its fencing token (0 if none) and the
+  // stop_token requested when its lease may be lost (never requested if it holds nothing).
+  std::uint64_t fencing_token() const;
+  std::stop_token lease_lost() const;
+
+  // Lease-owned acquisition; completion signature void(std::error_code, dlock::lease).
+  // errc::timeout when not acquired in time.
+  template <asio::completion_token_for<void(std::error_code, lease)> Token>
+  auto async_lock(Token&& token) {
+    return initiate(std::nullopt, std::nullopt, std::forward<Token>(token));
+  }
+  template <asio::completion_token_for<void(std::error_code, lease)> Token>
+  auto async_try_lock(Token&& token) {
+    return initiate(milliseconds{0}, std::nullopt, std::forward<Token>(token));
+  }
+  template <asio::completion_token_for<void(std::error_code, lease)> Token>
+  auto async_lock_for(milliseconds wait, Token&& token) {
+    return initiate(wait, std::nullopt, std::forward<Token>(token));
+  }
+  template <asio::completion_token_for<void(std::error_code, lease)> Token>
+  auto async_lock_for(milliseconds wait, milliseconds lease_time, Token&& token) {
+    return initiate(wait, lease_time, std::forward<Token>(token));
+  }
+
+ private:
+  template <class Rep, class Period>
+  static milliseconds to_ms(const std::chrono::duration<Rep, Period>& d) {
+    return std::chrono::ceil<milliseconds>(d);
+  }
+  template <class Token>
+  auto initiate(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
+                Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code, lease)>(
+        [this](auto handler, std::optional<milliseconds> w, std::optional<milliseconds> l) {
+          start_lease(w, l, detail::erase_handler<lease>(std::move(handler)));
+        },
+        token, wait, lease_time);
+  }
+  void start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
+                   detail::completion<lease> done);
+  bool try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
+                   std::error_code& ec);
+  bool try_acquire_throwing(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time);
+
+  std::shared_ptr<detail::client_impl> client_;
+  std::string name_;
+};
+
+}  // namespace dlock

@@ -1,0 +1,71 @@
+// One hold of a lock by one owner (a thread or a lease): what the holder may read from any
+// thread (fencing token, lost signal, hold count) and what the runtime keeps on the strand.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dlock::detail {
+
+struct hold_state {
+  hold_state(std::string n, std::string o, std::chrono::milliseconds l, bool wd, std::uint64_t i)
+      : name{std::move(n)}, owner{std::move(o)}, lease{l}, watchdog{wd}, id{i} {}
+
+  const std::string name;
+  const std::string owner;               // <client-uuid>:<thread-or-lease number>
+  const std::chrono::milliseconds lease; // the lease set on Redis (watchdog lease if watchdog)
+  const bool watchdog;                   // renewed by the watchdog
+  const std::uint64_t id;                // key in the renewal schedule
+
+  std::atomic<std::uint64_t> token{0};   // fencing token of the first acquisition
+  std::atomic<std::uint32_t> count{0};   // holds confirmed by Redis (reentrancy)
+  std::atomic<bool> lost{false};         // the lease may be gone: never trust this hold again
+  std::stop_source lost_source;          // requested together with `lost`
+
+  // Strand only.
+  std::vector<std::function<void()>> on_lost;
+};
+
+// Mark a hold lost (strand only): request its stop token and run its on_lost callbacks, once.
+inline void mark_lost(hold_state& h) {
+  if (h.lost.exchange(true)) return;
+  h.lost_source.request_stop();
+  auto callbacks = std::move(h.on_lost);
+  h.on_lost.clear();
+  for (auto& f : callbacks) f();
+}
+
+// The thread-owned holds of one client, by (name, owner). Thread-safe; a thread looks up its own
+// holds from its own calls, the runtime updates them on the strand.
+class hold_table {
+ public:
+  std::shared_ptr<hold_state> find(const std::string& name, const std::string& owner) const {
+    std::lock_guard lock{mu_};
+    auto it = holds_.find({name, owner});
+    return it == holds_.end() ? nullptr : it->second;
+  }
+  void put(const std::shared_ptr<hold_state>& h) {
+    std::lock_guard lock{mu_};
+    holds_[{h->name, h->owner}] = h;
+  }
+  void erase(const hold_state& h) {
+    std::lock_guard lock{mu_};
+    auto it = holds_.find({h.name, h.owner});
+    if (it != holds_.end() && it->second.get() == &h) holds_.erase(it);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::shared_ptr<hold_state>> holds_;
+};
+
+}  // namespace dlock::detail

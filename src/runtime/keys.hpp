@@ -1,0 +1,40 @@
+// Every Redis key and channel name dlock derives from a lock name, in one place.
+//
+// Redisson's rule (RedissonObject.prefixName): `prefix:{name}`, or `prefix:name` when the name
+// already carries a hash tag. Either way the derived names hash to the same cluster slot as the
+// lock key itself, so one script may touch them all.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dlock::keys {
+
+inline std::string prefixed(std::string_view prefix, std::string_view name) {
+  std::string out{prefix};
+  out += ':';
+  if (name.find('{') != std::string_view::npos) {
+    out += name;
+  } else {
+    out += '{';
+    out += name;
+    out += '}';
+  }
+  return out;
+}
+
+// The pub/sub channel on which an unlock of `name` is announced (Redisson RLock).
+inline std::string lock_channel(std::string_view name) {
+  return prefixed("redisson_lock__channel", name);
+}
+
+// The fencing counter of `name` (as Redisson's RFencedLock).
+inline std::string fencing_counter(std::string_view name) {
+  return prefixed("redisson_lock_token", name);
+}
+
+// Unlock messages (Redisson LockPubSub): 0 wakes one waiter, 1 wakes all of them.
+inline constexpr std::string_view unlock_message = "0";
+inline constexpr std::string_view read_unlock_message = "1";
+
+}  // namespace dlock::keys

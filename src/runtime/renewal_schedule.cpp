@@ -1,0 +1,81 @@
+#include "runtime/renewal_schedule.hpp"
+
+#include <algorithm>
+
+namespace dlock::detail {
+
+void renewal_schedule::add(id h, clock::time_point sent, clock::duration lease, bool renew) {
+  holds_[h] = entry{lease, trusted_until(sent, lease),
+                    renew ? sent + lease / 3 : clock::time_point::max(), false};
+}
+
+void renewal_schedule::remove(id h) { holds_.erase(h); }
+
+std::optional<renewal_schedule::clock::time_point> renewal_schedule::trusted_until(id h) const {
+  auto it = holds_.find(h);
+  if (it == holds_.end()) return std::nullopt;
+  return it->second.trusted_until;
+}
+
+std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_point now,
+                                                                  clock::duration slack,
+                                                                  std::size_t max_batch) {
+  std::vector<std::pair<clock::time_point, id>> due;
+  for (auto& [h, e] : holds_) {
+    if (!e.in_flight && e.renew_at != clock::time_point::max() && e.renew_at <= now + slack) {
+      due.emplace_back(e.renew_at, h);
+    }
+  }
+  // Any of them is due within `slack`, but the first batch should not wait for the later ones.
+  if (due.empty() || std::min_element(due.begin(), due.end())->first > now) return {};
+  std::sort(due.begin(), due.end());
+  if (due.size() > max_batch) due.resize(max_batch);
+  std::vector<id> out;
+  out.reserve(due.size());
+  for (auto& [t, h] : due) {
+    holds_[h].in_flight = true;
+    out.push_back(h);
+  }
+  return out;
+}
+
+void renewal_schedule::confirmed(id h, clock::time_point sent) {
+  auto it = holds_.find(h);
+  if (it == holds_.end()) return;
+  auto& e = it->second;
+  e.in_flight = false;
+  e.trusted_until = std::max(e.trusted_until, trusted_until(sent, e.lease));
+  e.renew_at = sent + e.lease / 3;
+}
+
+void renewal_schedule::failed(id h, clock::time_point retry_at) {
+  auto it = holds_.find(h);
+  if (it == holds_.end()) return;
+  it->second.in_flight = false;
+  it->second.renew_at = retry_at;
+}
+
+std::vector<renewal_schedule::id> renewal_schedule::take_expired(clock::time_point now) {
+  std::vector<id> out;
+  for (auto it = holds_.begin(); it != holds_.end();) {
+    if (it->second.trusted_until <= now) {
+      out.push_back(it->first);
+      it = holds_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::optional<renewal_schedule::clock::time_point> renewal_schedule::next_due() const {
+  std::optional<clock::time_point> best;
+  for (auto& [h, e] : holds_) {
+    auto t = e.trusted_until;
+    if (!e.in_flight) t = std::min(t, e.renew_at);
+    if (!best || t < *best) best = t;
+  }
+  return best;
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,122 @@
+#include "runtime/watchdog.hpp"
+
+#include "dlock/error.hpp"
+#include "scripts/runner.hpp"
+
+namespace dlock::detail {
+
+namespace {
+constexpr std::size_t max_batch = 100;
+}
+
+watchdog::watchdog(transport::link::executor_type strand, const scripts::runner& scripts,
+                   std::chrono::milliseconds command_timeout,
+                   std::chrono::milliseconds watchdog_lease)
+    : strand_{std::move(strand)},
+      scripts_{scripts},
+      command_timeout_{command_timeout},
+      watchdog_lease_{watchdog_lease},
+      timer_{strand_} {}
+
+void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent) {
+  if (stopped_) return;
+  schedule_.add(h->id, sent, h->lease, h->watchdog);
+  holds_[h->id] = h;
+  rearm();
+}
+
+void watchdog::refreshed(const hold_state& h, clock::time_point sent) {
+  if (!schedule_.contains(h.id)) return;
+  schedule_.confirmed(h.id, sent);
+  rearm();
+}
+
+void watchdog::remove(const hold_state& h) {
+  schedule_.remove(h.id);
+  holds_.erase(h.id);
+  rearm();
+}
+
+std::optional<watchdog::clock::time_point> watchdog::trusted_until(const hold_state& h) const {
+  return schedule_.trusted_until(h.id);
+}
+
+void watchdog::stop() {
+  stopped_ = true;
+  *alive_ = false;
+  timer_.cancel();
+}
+
+void watchdog::rearm() {
+  if (stopped_) return;
+  auto next = schedule_.next_due();
+  if (!next) {
+    armed_for_ = clock::time_point::max();
+    timer_.cancel();
+    return;
+  }
+  if (*next == armed_for_) return;
+  armed_for_ = *next;
+  timer_.expires_at(*next);
+  timer_.async_wait([this, alive = alive_, at = *next](std::error_code ec) {
+    if (ec || !*alive || armed_for_ != at) return;
+    armed_for_ = clock::time_point::max();
+    on_timer();
+  });
+}
+
+// Runs on the strand.
+void watchdog::on_timer() {
+  const auto now = clock::now();
+  for (auto h : schedule_.take_expired(now)) lose(h);
+  // Renew a little early rather than in many small batches: anything due within lease/6 goes
+  // now (the period is lease/3, so the lease never runs below half).
+  for (;;) {
+    auto batch = schedule_.take_renewals(now, watchdog_lease_ / 6, max_batch);
+    if (batch.empty()) break;
+    renew(batch);
+  }
+  rearm();
+}
+
+void watchdog::renew(const std::vector<renewal_schedule::id>& batch) {
+  std::vector<std::string_view> keys, args;
+  auto lease = std::to_string(holds_.at(batch.front())->lease.count());
+  args.push_back(lease);
+  for (auto id : batch) {
+    auto& h = *holds_.at(id);
+    keys.push_back(h.name);
+    args.push_back(h.owner);
+  }
+  const auto sent = clock::now();
+  ++renewals_sent_;
+  scripts_.eval(scripts::mutex_renew, keys, args, command_timeout_,
+                [this, alive = alive_, batch, sent](std::error_code ec, reply r) {
+                  if (!*alive) return;
+                  const bool answered = !ec && r.is_array() && r.elements().size() == batch.size();
+                  for (std::size_t i = 0; i < batch.size(); ++i) {
+                    if (!schedule_.contains(batch[i])) continue;  // released meanwhile
+                    if (!answered) {
+                      // Unknown: try again soon; the trusted time still bounds the hold.
+                      schedule_.failed(batch[i], clock::now() + std::chrono::milliseconds{100});
+                    } else if (r.elements()[i].integer() == 1) {
+                      schedule_.confirmed(batch[i], sent);
+                    } else {
+                      schedule_.remove(batch[i]);
+                      lose(batch[i]);
+                    }
+                  }
+                  rearm();
+                });
+}
+
+void watchdog::lose(renewal_schedule::id id) {
+  auto it = holds_.find(id);
+  if (it == holds_.end()) return;
+  auto h = std::move(it->second);
+  holds_.erase(it);
+  ++leases_lost_;
+  mark_lost(*h);
+}
+
+}  // namespace dlock::detail

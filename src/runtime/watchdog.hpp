@@ -1,0 +1,64 @@
+// The watchdog: keeps watchdog leases alive and notices lost leases. Runs on the client strand.
+//
+// Every hold it tracks has a trusted time (renewal_schedule). Watchdog holds are renewed every
+// lease/3 in batches (one mutex_renew script for up to 100 holds). A renewal that finds the hold
+// gone, or no confirmation before the trusted time passes, marks the hold lost (mark_lost):
+// its stop token is requested, its on_lost callbacks run, and renewal stops. Holds with an
+// explicit lease are not renewed; they are marked lost when the lease runs out.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <memory>
+#include <unordered_map>
+
+#include "runtime/hold.hpp"
+#include "runtime/renewal_schedule.hpp"
+#include "transport/link.hpp"
+
+namespace dlock::scripts {
+class runner;
+}
+
+namespace dlock::detail {
+
+class watchdog {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  watchdog(transport::link::executor_type strand, const scripts::runner& scripts,
+           std::chrono::milliseconds command_timeout, std::chrono::milliseconds watchdog_lease);
+
+  // Strand only. Tracks `h`, trusted from `sent` (when its acquire was sent).
+  void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
+  // Strand only. The lease was reset on Redis by a request sent at `sent`.
+  void refreshed(const hold_state& h, clock::time_point sent);
+  // Strand only. Stops tracking `h` (before its final release is sent).
+  void remove(const hold_state& h);
+  // Strand only. Until when `h` is trusted; nullopt if not tracked.
+  std::optional<clock::time_point> trusted_until(const hold_state& h) const;
+  void stop();
+
+  // Renewal scripts sent so far (thread-safe; for tests and metrics).
+  std::uint64_t renewals_sent() const noexcept { return renewals_sent_.load(); }
+  std::uint64_t leases_lost() const noexcept { return leases_lost_.load(); }
+
+ private:
+  void rearm();
+  void on_timer();
+  void renew(const std::vector<renewal_schedule::id>& batch);
+  void lose(renewal_schedule::id h);
+
+  transport::link::executor_type strand_;
+  const scripts::runner& scripts_;
+  std::chrono::milliseconds command_timeout_;
+  std::chrono::milliseconds watchdog_lease_;
+  renewal_schedule schedule_;
+  std::unordered_map<renewal_schedule::id, std::shared_ptr<hold_state>> holds_;
+  asio::steady_timer timer_;
+  clock::time_point armed_for_ = clock::time_point::max();
+  bool stopped_ = false;
+  std::atomic<std::uint64_t> renewals_sent_{0}, leases_lost_{0};
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace dlock::detail

@@ -1,0 +1,15 @@
+-- Renew a batch of watchdog leases (one script for up to ~100 holds).
+-- KEYS[i] lock hash i; ARGV[1] lease in ms; ARGV[i + 1] the owner field expected in KEYS[i]
+-- Returns an array: 1 where the owner still holds KEYS[i] (PEXPIRE ARGV[1] done), 0 where it
+-- does not (the lease is lost; a key of another type counts as not held).
+local out = {}
+for i = 1, #KEYS do
+  local ok = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
+  if ok == 1 then
+    redis.call('pexpire', KEYS[i], ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out

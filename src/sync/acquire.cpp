@@ -1,0 +1,204 @@
+// The acquire operation of dlock::mutex: try, and if held elsewhere wait for an unlock message
+// or a re-check timer, until acquired or the deadline passes.
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "dlock/error.hpp"
+#include "runtime/client_impl.hpp"
+#include "runtime/keys.hpp"
+#include "runtime/renewal_schedule.hpp"
+#include "scripts/script.hpp"
+#include "sync/mutex_ops.hpp"
+
+namespace dlock::detail {
+namespace {
+
+// An attempt whose reply is lost is sent again (idempotent: see mutex_acquire.lua) this many
+// times before the outcome is given up as unknown.
+constexpr int max_resends = 3;
+constexpr auto retry_pause = std::chrono::milliseconds{50};
+
+class acquire_op final : public waiter,
+                         public abortable,
+                         public std::enable_shared_from_this<acquire_op> {
+ public:
+  acquire_op(client_impl& c, std::shared_ptr<hold_state> hold,
+             std::optional<clock::time_point> deadline, completion<std::shared_ptr<hold_state>> done)
+      : c_{c},
+        hold_{std::move(hold)},
+        deadline_{deadline},
+        done_{std::move(done)},
+        timer_{c.strand()},
+        channel_{keys::lock_channel(hold_->name)},
+        counter_{keys::fencing_counter(hold_->name)},
+        lease_ms_{std::to_string(hold_->lease.count())} {}
+
+  // Strand only.
+  void start() {
+    if (hold_->lost) return finish(errc::lease_lost);
+    c_.track(this);
+    tracked_ = true;
+    attempt();
+  }
+
+  void wake() override {
+    if (finished_) return;
+    if (attempting) {
+      wake_pending = true;
+      return;
+    }
+    ++sleep_gen_;
+    timer_.cancel();
+    attempt();
+  }
+
+  void abort(std::error_code ec) override { finish(ec); }
+
+ private:
+  bool time_left(clock::time_point now) const { return !deadline_ || now < *deadline_; }
+
+  void attempt() {
+    attempting = true;
+    wake_pending = false;
+    const auto sent = clock::now();
+    const auto have = std::to_string(hold_->count.load());
+    std::string_view keys[] = {hold_->name, counter_};
+    std::string_view args[] = {lease_ms_, hold_->owner, have};
+    c_.scripts().eval(scripts::mutex_acquire, keys, args, c_.cfg().command_timeout,
+                      [self = shared_from_this(), sent](std::error_code ec, reply r) {
+                        self->on_reply(ec, r, sent);
+                      });
+  }
+
+  void on_reply(std::error_code ec, const reply& r, clock::time_point sent) {
+    attempting = false;
+    if (finished_) return;
+    if (ec == errc::timeout || ec == errc::connection_lost) {
+      // Maybe applied, maybe not: ask again with the same expected count.
+      if (!ambiguous_since_) ambiguous_since_ = sent;
+      if (++resends_ <= max_resends) return attempt();
+      undo_in_background();
+      return finish(ec);
+    }
+    if (ec) {
+      if (ambiguous_since_) undo_in_background();
+      if (is_retryable(ec) && ec != errc::no_script && time_left(clock::now())) {
+        return sleep(retry_pause);  // LOADING, BUSY, MASTERDOWN...: transient
+      }
+      return finish(ec);
+    }
+    const auto& e = r.elements();
+    if (!r.is_array() || e.empty() || !e[0].is_integer()) return finish(errc::protocol_error);
+    if (e.size() == 2 && e[0].integer() == 0 && e[1].is_integer()) {
+      return acquired(static_cast<std::uint64_t>(e[1].integer()), ambiguous_since_.value_or(sent));
+    }
+    if (e.size() == 2 && e[0].integer() == -1) {
+      // Our field holds a count we did not expect: our own earlier hold is gone.
+      return finish(hold_->count > 0 ? errc::lease_lost : errc::not_owner);
+    }
+    ambiguous_since_.reset();  // "held by another" proves no earlier resend was applied
+    resends_ = 0;
+    held_elsewhere(e[0].integer());
+  }
+
+  void acquired(std::uint64_t token, clock::time_point sent) {
+    const auto now = clock::now();
+    if (now >= renewal_schedule::trusted_until(sent, hold_->lease)) {
+      // The reply came after the lease could have run out: do not report a lock we cannot
+      // trust. Give back exactly this acquisition, then try again or time out.
+      return give_back([self = shared_from_this()] {
+        if (self->finished_) return;
+        if (self->time_left(clock::now())) return self->attempt();
+        self->finish(errc::timeout);
+      });
+    }
+    if (hold_->count.fetch_add(1) == 0) {
+      hold_->token = token;
+      c_.watchdog().add(hold_, sent);
+    } else {
+      c_.watchdog().refreshed(*hold_, sent);  // the script reset the lease
+    }
+    finish({});
+  }
+
+  void held_elsewhere(std::int64_t pttl) {
+    const auto now = clock::now();
+    if (!time_left(now)) return finish(errc::timeout);
+    if (!registered_) {
+      registered_ = true;
+      c_.waiters().add(channel_, this);  // its (re)subscription wakes us for one more check
+    }
+    if (wake_pending) return attempt();
+    clock::duration d = c_.cfg().wait_recheck;
+    if (pttl > 0) d = std::min<clock::duration>(d, std::chrono::milliseconds{pttl});
+    if (deadline_) d = std::min<clock::duration>(d, *deadline_ - now);
+    sleep(d);
+  }
+
+  void sleep(clock::duration d) {
+    const auto gen = ++sleep_gen_;
+    timer_.expires_after(d);
+    timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
+      if (ec || self->finished_ || gen != self->sleep_gen_ || self->attempting) return;
+      self->attempt();
+    });
+  }
+
+  // Releases the acquisition `count + 1` if (and only if) it was applied.
+  template <class Then>
+  void give_back(Then then) {
+    const auto have = std::to_string(hold_->count.load() + 1);
+    std::string_view keys[] = {hold_->name, channel_};
+    std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
+    c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
+                      [then = std::move(then)](std::error_code, reply) mutable { then(); });
+  }
+
+  // The outcome stayed unknown: if the acquisition was applied, nobody would ever release it
+  // before its lease ran out. Try to give it back a few times in the background.
+  void undo_in_background(int tries = 3) {
+    if (tries == 0 || c_.stopped()) return;
+    const auto have = std::to_string(hold_->count.load() + 1);
+    std::string_view keys[] = {hold_->name, channel_};
+    std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
+    c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
+                      [self = shared_from_this(), tries](std::error_code ec, reply) {
+                        if (ec == errc::timeout || ec == errc::connection_lost) {
+                          self->undo_in_background(tries - 1);
+                        }
+                      });
+  }
+
+  void finish(std::error_code ec) {
+    if (finished_) return;
+    finished_ = true;
+    ++sleep_gen_;
+    timer_.cancel();
+    if (registered_) c_.waiters().remove(channel_, this);
+    if (tracked_) c_.untrack(this);
+    auto done = std::move(done_);
+    done(ec, hold_);
+  }
+
+  client_impl& c_;
+  std::shared_ptr<hold_state> hold_;
+  std::optional<clock::time_point> deadline_;
+  completion<std::shared_ptr<hold_state>> done_;
+  asio::steady_timer timer_;
+  const std::string channel_, counter_, lease_ms_;
+  std::optional<clock::time_point> ambiguous_since_;
+  int resends_ = 0;
+  std::uint64_t sleep_gen_ = 0;
+  bool registered_ = false, tracked_ = false, finished_ = false;
+};
+
+}  // namespace
+
+void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
+                   std::optional<clock::time_point> deadline,
+                   completion<std::shared_ptr<hold_state>> done) {
+  auto op = std::make_shared<acquire_op>(c, std::move(hold), deadline, std::move(done));
+  asio::post(c.strand(), [op] { op->start(); });
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,211 @@
+#include "dlock/mutex.hpp"
+
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
+
+#include "resp/encoder.hpp"
+#include "runtime/blocking.hpp"
+#include "runtime/client_impl.hpp"
+#include "runtime/owner.hpp"
+#include "sync/mutex_ops.hpp"
+
+namespace dlock {
+
+using detail::hold_state;
+
+namespace {
+
+std::shared_ptr<hold_state> new_hold(detail::client_impl& c, const std::string& name,
+                                     std::uint64_t owner_number,
+                                     std::optional<std::chrono::milliseconds> lease_time) {
+  return std::make_shared<hold_state>(name, detail::owner_field(c.id(), owner_number),
+                                      lease_time.value_or(c.cfg().watchdog_lease),
+                                      !lease_time.has_value(), detail::next_lease_number());
+}
+
+std::optional<detail::clock::time_point> deadline_after(std::optional<std::chrono::milliseconds> wait) {
+  if (!wait) return std::nullopt;
+  return detail::clock::now() + std::max(*wait, std::chrono::milliseconds{0});
+}
+
+std::error_code check_args(const detail::client_impl& c, const std::string& name,
+                           std::optional<std::chrono::milliseconds> lease_time) {
+  if (auto ec = detail::validate_name(c.cfg(), name)) return ec;
+  if (lease_time) return detail::validate_lease(*lease_time);
+  return {};
+}
+
+// Runs a strand operation from the calling thread and waits for it (the blocking bridge).
+template <class T, class Start>
+T wait_for(detail::client_impl& c, std::error_code& ec, Start&& start) {
+  return detail::run_blocking<T>(c, ec, std::forward<Start>(start));
+}
+
+}  // namespace
+
+mutex::mutex(client& c, std::string name) : client_{c.shared_impl()}, name_{std::move(name)} {}
+
+bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
+                        std::error_code& ec) {
+  ec.clear();
+  auto& c = *client_;
+  if ((ec = check_args(c, name_, lease_time))) return false;
+  const auto owner = detail::owner_field(c.id(), detail::this_thread_number());
+  auto hold = c.holds().find(name_, owner);
+  if (hold && lease_time && *lease_time != hold->lease) {
+    // Re-entry keeps the first hold's lease (as Redisson does with one lease per hold).
+    lease_time = hold->lease;
+  }
+  if (!hold) hold = new_hold(c, name_, detail::this_thread_number(), lease_time);
+  const auto deadline = deadline_after(wait);
+  auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) {
+    detail::start_acquire(c, hold, deadline, std::move(done));
+  });
+  if (ec == errc::timeout && wait) {
+    ec.clear();  // try_lock*: not acquired in time is an answer, not an error
+    return false;
+  }
+  if (ec) return false;
+  if (got->count == 1) c.holds().put(got);
+  return true;
+}
+
+bool mutex::try_acquire_throwing(std::optional<milliseconds> wait,
+                                 std::optional<milliseconds> lease_time) {
+  std::error_code ec;
+  const bool ok = try_acquire(wait, lease_time, ec);
+  throw_if(ec);
+  return ok;
+}
+
+void mutex::lock() { try_acquire_throwing(std::nullopt, std::nullopt); }
+void mutex::lock(std::error_code& ec) { try_acquire(std::nullopt, std::nullopt, ec); }
+void mutex::lock(milliseconds lease_time) { try_acquire_throwing(std::nullopt, lease_time); }
+void mutex::lock(milliseconds lease_time, std::error_code& ec) {
+  try_acquire(std::nullopt, lease_time, ec);
+}
+bool mutex::try_lock() { return try_acquire_throwing(milliseconds{0}, std::nullopt); }
+bool mutex::try_lock(std::error_code& ec) { return try_acquire(milliseconds{0}, std::nullopt, ec); }
+
+void mutex::unlock(std::error_code& ec) {
+  ec.clear();
+  auto& c = *client_;
+  const auto owner = detail::owner_field(c.id(), detail::this_thread_number());
+  auto hold = c.holds().find(name_, owner);
+  if (!hold) {
+    ec = errc::not_owner;
+    return;
+  }
+  const bool freed = wait_for<bool>(c, ec, [&](auto done) {
+    detail::start_release(c, hold, std::move(done));
+  });
+  if (freed || hold->count == 0) c.holds().erase(*hold);
+}
+
+void mutex::unlock() {
+  std::error_code ec;
+  unlock(ec);
+  throw_if(ec);
+}
+
+bool mutex::force_unlock(std::error_code& ec) {
+  ec.clear();
+  auto& c = *client_;
+  if ((ec = detail::validate_name(c.cfg(), name_))) return false;
+  return wait_for<bool>(c, ec, [&](auto done) { detail::start_force_unlock(c, name_, std::move(done)); });
+}
+
+bool mutex::force_unlock() {
+  std::error_code ec;
+  const bool was = force_unlock(ec);
+  throw_if(ec);
+  return was;
+}
+
+namespace {
+// One query to Redis about the lock; `read` turns the reply into the result.
+template <class T, class Read>
+T query(detail::client_impl& c, const std::string& name, const std::vector<std::string>& args,
+        std::error_code& ec, Read read) {
+  ec.clear();
+  if ((ec = detail::validate_name(c.cfg(), name))) return T{};
+  auto r = wait_for<reply>(c, ec, [&](auto done) {
+    c.submit(resp::encode_command(args), std::move(done));
+  });
+  return ec ? T{} : read(r);
+}
+
+template <class T, class F>
+T throwing(F&& f) {
+  std::error_code ec;
+  T v = f(ec);
+  throw_if(ec);
+  return v;
+}
+}  // namespace
+
+bool mutex::is_locked(std::error_code& ec) {
+  return query<bool>(*client_, name_, {"EXISTS", name_}, ec,
+                     [](const reply& r) { return r.integer() == 1; });
+}
+bool mutex::is_locked() {
+  return throwing<bool>([&](std::error_code& ec) { return is_locked(ec); });
+}
+
+bool mutex::is_held_by_current_thread(std::error_code& ec) {
+  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  return query<bool>(*client_, name_, {"HEXISTS", name_, owner}, ec,
+                     [](const reply& r) { return r.integer() == 1; });
+}
+bool mutex::is_held_by_current_thread() {
+  return throwing<bool>([&](std::error_code& ec) { return is_held_by_current_thread(ec); });
+}
+
+std::uint32_t mutex::hold_count(std::error_code& ec) {
+  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  return query<std::uint32_t>(*client_, name_, {"HGET", name_, owner}, ec, [](const reply& r) {
+    return static_cast<std::uint32_t>(r.to_integer().value_or(0));
+  });
+}
+std::uint32_t mutex::hold_count() {
+  return throwing<std::uint32_t>([&](std::error_code& ec) { return hold_count(ec); });
+}
+
+mutex::milliseconds mutex::remaining_lease(std::error_code& ec) {
+  return query<milliseconds>(*client_, name_, {"PTTL", name_}, ec,
+                             [](const reply& r) { return milliseconds{r.integer()}; });
+}
+mutex::milliseconds mutex::remaining_lease() {
+  return throwing<milliseconds>([&](std::error_code& ec) { return remaining_lease(ec); });
+}
+
+std::uint64_t mutex::fencing_token() const {
+  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  auto hold = client_->holds().find(name_, owner);
+  return hold ? hold->token.load() : 0;
+}
+
+std::stop_token mutex::lease_lost() const {
+  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  auto hold = client_->holds().find(name_, owner);
+  return hold ? hold->lost_source.get_token() : std::stop_token{};
+}
+
+void mutex::start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
+                        detail::completion<lease> done) {
+  auto& c = *client_;
+  if (auto ec = check_args(c, name_, lease_time)) {
+    asio::post(asio::system_executor{}, [done = std::move(done), ec]() mutable { done(ec, lease{}); });
+    return;
+  }
+  auto hold = new_hold(c, name_, detail::next_lease_number(), lease_time);
+  detail::start_acquire(
+      c, std::move(hold), deadline_after(wait),
+      [weak = std::weak_ptr<detail::client_impl>(client_), done = std::move(done)](
+          std::error_code ec, std::shared_ptr<hold_state> h) mutable {
+        if (ec) return done(ec, lease{});
+        done({}, lease{weak, std::move(h)});
+      });
+}
+
+}  // namespace dlock

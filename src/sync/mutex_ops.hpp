@@ -1,0 +1,43 @@
+// The algorithms of dlock::mutex, shared by its thread-owned and lease-owned forms. All run on
+// the client strand and complete there.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "dlock/config.hpp"
+#include "dlock/detail/completion.hpp"
+#include "runtime/hold.hpp"
+
+namespace dlock::detail {
+
+class client_impl;
+using clock = std::chrono::steady_clock;
+
+// errc::invalid_argument for an empty name or one longer than config::max_name_length.
+std::error_code validate_name(const config& cfg, const std::string& name);
+// errc::invalid_argument for a lease or wait that is negative, or a lease of zero.
+std::error_code validate_lease(std::chrono::milliseconds lease);
+
+// Acquires `hold` (count 0: first acquisition; else one more re-entry) by `deadline` (nullopt:
+// wait as long as it takes; now or earlier: one try). Completes with the hold, its count
+// incremented and (first time) its token set and its lease tracked by the watchdog; or with
+// errc::timeout when not acquired in time, errc::lease_lost when a re-entry finds the hold gone,
+// or the error that stopped it (wrong_type, out_of_memory, no_permission, shutdown, ...).
+void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
+                   std::optional<clock::time_point> deadline,
+                   completion<std::shared_ptr<hold_state>> done);
+
+// Releases one hold of `hold`. Completes with {} (one hold released; `true` when it was the last
+// and the lock is free), errc::lease_lost (the lease was lost before: nothing of anyone else's
+// was touched), errc::not_owner (no hold to release), or a connection error after which
+// calling again is safe (the release is idempotent).
+void start_release(client_impl& c, std::shared_ptr<hold_state> hold, completion<bool> done);
+
+// Deletes the lock whoever holds it and wakes a waiter. Completes with whether it was held.
+void start_force_unlock(client_impl& c, const std::string& name, completion<bool> done);
+
+}  // namespace dlock::detail
