@@ -105,9 +105,15 @@ errc classify_error_reply(std::string_view text) noexcept {
   const auto word = text.substr(0, text.find(' '));
   for (const auto& p : table) {
     if (word != p.word) continue;
-    if (p.code == errc::server_error &&
-        text.find("max number of clients reached") != std::string_view::npos) {
-      return errc::max_clients;
+    if (p.code == errc::server_error) {
+      if (text.find("max number of clients reached") != std::string_view::npos) {
+        return errc::max_clients;
+      }
+      // ACL refusals inside scripts come as ERR, e.g. "ERR The user executing the script
+      // can't publish to the channel mentioned in the command" (Redis 7.0).
+      if (text.find("The user executing the script can't") != std::string_view::npos) {
+        return errc::no_permission;
+      }
     }
     return p.code;
   }

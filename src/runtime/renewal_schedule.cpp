@@ -28,8 +28,12 @@ std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_po
   }
   // Any of them is due within `slack`, but the first batch should not wait for the later ones.
   if (due.empty() || std::min_element(due.begin(), due.end())->first > now) return {};
-  std::sort(due.begin(), due.end());
-  if (due.size() > max_batch) due.resize(max_batch);
+  if (due.size() > max_batch) {
+    std::partial_sort(due.begin(), due.begin() + static_cast<std::ptrdiff_t>(max_batch), due.end());
+    due.resize(max_batch);
+  } else {
+    std::sort(due.begin(), due.end());
+  }
   std::vector<id> out;
   out.reserve(due.size());
   for (auto& [t, h] : due) {

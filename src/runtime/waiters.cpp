@@ -11,6 +11,7 @@ void waiter_registry::add(const std::string& channel, waiter* w) {
   auto [it, fresh] = channels_.try_emplace(channel);
   it->second.waiters.push_back(w);
   if (fresh) {
+    ++channel_count_;
     it->second.listener = subscribe_(channel, [this, channel](const transport::pubsub_event& ev) {
       on_event(channel, ev);
     });
@@ -24,6 +25,7 @@ void waiter_registry::remove(const std::string& channel, waiter* w) {
   if (!it->second.waiters.empty()) return;
   unsubscribe_(it->second.listener);
   channels_.erase(it);
+  --channel_count_;
 }
 
 std::size_t waiter_registry::waiters(const std::string& channel) const {

@@ -8,6 +8,7 @@
 // their own timers, so a lost message costs latency, never a hang.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -42,7 +43,8 @@ class waiter_registry {
   // A pub/sub event for `channel` (called by the subscription's listener).
   void on_event(const std::string& channel, const transport::pubsub_event& ev);
 
-  std::size_t channels() const noexcept { return channels_.size(); }
+  // Channels with waiters (thread-safe; for tests and metrics).
+  std::size_t channels() const noexcept { return channel_count_.load(); }
   std::size_t waiters(const std::string& channel) const;
   // Subscriptions the server refused (e.g. NOPERM on channels); waiting falls back to re-checks.
   std::uint64_t refused() const noexcept { return refused_; }
@@ -59,6 +61,7 @@ class waiter_registry {
   unsubscribe_fn unsubscribe_;
   std::unordered_map<std::string, entry> channels_;
   std::uint64_t refused_ = 0;
+  std::atomic<std::size_t> channel_count_{0};
 };
 
 }  // namespace dlock::detail

@@ -18,6 +18,13 @@ namespace {
 constexpr int max_resends = 3;
 constexpr auto retry_pause = std::chrono::milliseconds{50};
 
+// Server states that pass by themselves.
+bool is_transient(std::error_code ec) {
+  return ec == errc::loading || ec == errc::busy || ec == errc::master_down ||
+         ec == errc::no_replicas || ec == errc::try_again || ec == errc::cluster_down ||
+         ec == errc::max_clients;
+}
+
 class acquire_op final : public waiter,
                          public abortable,
                          public std::enable_shared_from_this<acquire_op> {
@@ -82,11 +89,18 @@ class acquire_op final : public waiter,
     }
     if (ec) {
       if (ambiguous_since_) undo_in_background();
-      if (is_retryable(ec) && ec != errc::no_script && time_left(clock::now())) {
-        return sleep(retry_pause);  // LOADING, BUSY, MASTERDOWN...: transient
+      const auto now = clock::now();
+      if (!transient_since_) transient_since_ = now;
+      // LOADING, BUSY, MASTERDOWN...: wait them out for up to one command timeout (and within
+      // the caller's deadline), then report. READONLY, MOVED and ASK need a topology change that
+      // a single-server client cannot make: reported at once.
+      if (is_transient(ec) && time_left(now) &&
+          now - *transient_since_ < c_.cfg().command_timeout) {
+        return sleep(retry_pause);
       }
       return finish(ec);
     }
+    transient_since_.reset();
     const auto& e = r.elements();
     if (!r.is_array() || e.empty() || !e[0].is_integer()) return finish(errc::protocol_error);
     if (e.size() == 2 && e[0].integer() == 0 && e[1].is_integer()) {
@@ -130,7 +144,11 @@ class acquire_op final : public waiter,
     }
     if (wake_pending) return attempt();
     clock::duration d = c_.cfg().wait_recheck;
-    if (pttl > 0) d = std::min<clock::duration>(d, std::chrono::milliseconds{pttl});
+    // PTTL counts whole milliseconds left (rounded down), and a key is not expired until its
+    // expiry millisecond has passed: 0 means "ends within the next millisecond", not "no lease".
+    // Re-check one millisecond after the end, or a waiter that reaches the key in its last
+    // millisecond would sleep a whole wait_recheck.
+    if (pttl >= 0) d = std::min<clock::duration>(d, std::chrono::milliseconds{pttl + 1});
     if (deadline_) d = std::min<clock::duration>(d, *deadline_ - now);
     sleep(d);
   }
@@ -187,6 +205,7 @@ class acquire_op final : public waiter,
   asio::steady_timer timer_;
   const std::string channel_, counter_, lease_ms_;
   std::optional<clock::time_point> ambiguous_since_;
+  std::optional<clock::time_point> transient_since_;
   int resends_ = 0;
   std::uint64_t sleep_gen_ = 0;
   bool registered_ = false, tracked_ = false, finished_ = false;

@@ -81,6 +81,9 @@ constexpr reply_case redis_replies[] = {
     {"NOPERM this user has no permissions to run the 'get' command", errc::no_permission},
     {"NOPERM this user has no permissions to access one of the channels used as arguments",
      errc::no_permission},
+    {"ERR The user executing the script can't publish to the channel mentioned in the command "
+     "script: 33c1b5b00ea684c0118656851ad8206f1064f6bf, on @user_script:1.",
+     errc::no_permission},
     {"ERR unknown command 'FOO'", errc::server_error},
 };
 

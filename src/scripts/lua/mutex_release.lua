@@ -19,5 +19,7 @@ if counter > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+-- pcall: an ACL user without channel rights (Redis 7's default) may not publish; the lock is
+-- released all the same and waiters find out by their re-checks.
+redis.pcall('publish', KEYS[2], ARGV[1])
 return 1

@@ -1,0 +1,433 @@
+// dlock::mutex in one process against a real redis-server: reentrancy, ownership, std lock
+// guards, timed waits, pub/sub hand-off, lost messages, the watchdog, leases, async forms and bad
+// input. (Multi-process cases: mutex_process_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "dlock/mutex.hpp"
+#include "runtime/client_impl.hpp"
+#include "support/redis_server.hpp"
+#include "test_util.hpp"
+
+using namespace std::chrono_literals;
+using dlock::errc;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+dlock::config config_for(const dlock::test::redis_server& srv, const std::string& extra = "") {
+  auto cfg = dlock::config::from_uri(srv.url() + (extra.empty() ? "" : "?" + extra));
+  cfg.reconnect_min = 10ms;
+  cfg.reconnect_max = 100ms;
+  return cfg;
+}
+
+std::int64_t exists(dlock::client& c, const std::string& key) {
+  return c.execute({"EXISTS", key}).integer();
+}
+
+template <class F>
+auto on_thread(F f) {
+  return std::async(std::launch::async, std::move(f));
+}
+
+TEST(mutex, is_reentrant_per_thread_and_frees_the_key_after_the_last_unlock) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock();
+  m.lock();
+  m.lock();
+  EXPECT_EQ(m.hold_count(), 3u);
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  EXPECT_TRUE(m.is_locked());
+  const auto token = m.fencing_token();
+  EXPECT_GT(token, 0u);
+  EXPECT_EQ(c.execute({"HGET", m.name(), c.id() + ":" + std::to_string(0)}).is_nil(), true)
+      << "owner fields are <uuid>:<thread number>, numbers start at 1";
+  m.unlock();
+  EXPECT_EQ(m.hold_count(), 2u);
+  m.unlock();
+  EXPECT_EQ(exists(c, m.name()), 1);
+  EXPECT_EQ(m.fencing_token(), token) << "re-entry keeps the token";
+  m.unlock();
+  EXPECT_EQ(exists(c, m.name()), 0);
+  EXPECT_FALSE(m.is_locked());
+  EXPECT_EQ(m.fencing_token(), 0u);
+  std::error_code ec;
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+}
+
+TEST(mutex, another_thread_cannot_unlock_or_enter) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock();
+  const auto before = c.execute({"HGETALL", m.name()});
+  on_thread([&] {
+    std::error_code ec;
+    m.unlock(ec);
+    EXPECT_EQ(ec, errc::not_owner);
+    EXPECT_THROW(m.unlock(), dlock::lock_error);
+    EXPECT_FALSE(m.try_lock()) << "reentrancy is per thread";
+    EXPECT_FALSE(m.is_held_by_current_thread());
+  }).get();
+  EXPECT_EQ(c.execute({"HGETALL", m.name()}), before) << "a non-owner unlock changes nothing";
+  m.unlock();
+}
+
+TEST(mutex, works_with_std_lock_guards_and_scoped_lock) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex a{c, dlock::test::unique_name("a")}, b{c, dlock::test::unique_name("b")};
+  {
+    std::lock_guard guard{a};
+    std::unique_lock again{a};  // same thread: hold count 2
+    EXPECT_EQ(a.hold_count(), 2u);
+  }
+  EXPECT_FALSE(a.is_locked());
+  {
+    std::scoped_lock both{a, b};
+    EXPECT_TRUE(a.is_held_by_current_thread());
+    EXPECT_TRUE(b.is_held_by_current_thread());
+    // Another thread cannot take either meanwhile.
+    on_thread([&] { EXPECT_FALSE(a.try_lock() || b.try_lock()); }).get();
+  }
+  EXPECT_FALSE(a.is_locked());
+  EXPECT_FALSE(b.is_locked());
+  std::unique_lock lk{a, std::defer_lock};
+  EXPECT_TRUE(lk.try_lock_for(1s));
+  EXPECT_TRUE(lk.owns_lock());
+}
+
+TEST(mutex, try_lock_for_returns_within_its_stated_slop) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  for (auto wait : {0ms, 50ms, 300ms}) {
+    const auto start = steady::now();
+    EXPECT_FALSE(w.try_lock_for(wait));
+    const auto took = steady::now() - start;
+    EXPECT_GE(took, wait);
+    EXPECT_LT(took, wait + 150ms) << "slop 150 ms: one round trip after the deadline";
+  }
+  const auto until = steady::now() + 100ms;
+  EXPECT_FALSE(w.try_lock_until(until));
+  EXPECT_GE(steady::now(), until);
+  h.unlock();
+}
+
+// A waiter is woken by the unlock message, within milliseconds, not by the holder's 30 s lease
+// or the 3 s re-check.
+TEST(mutex, hands_off_by_pub_sub_within_milliseconds) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  for (int round = 0; round < 5; ++round) {
+    h.lock();
+    std::promise<steady::time_point> acquired_at;
+    auto t = on_thread([&] {
+      w.lock();
+      acquired_at.set_value(steady::now());
+      w.unlock();
+    });
+    ASSERT_TRUE(dlock::test::wait_until(
+        [&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+    // Let the subscription be confirmed, or the message could race it (the re-check after
+    // subscribing would still see the lock held).
+    ASSERT_TRUE(dlock::test::wait_until([&] {
+      return srv.command({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}"})
+                 .find(":1]") != std::string::npos;
+    }, 5s));
+    h.unlock();
+    const auto released = steady::now();
+    auto f = acquired_at.get_future();
+    ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+    EXPECT_LT(f.get() - released, 100ms) << "slop 100 ms; the re-check would take 3 s";
+    t.get();
+  }
+}
+
+// The unlock message is published while the waiter's subscriber connection is down: the waiter
+// still acquires, by the re-check after resubscribing.
+TEST(mutex, lost_unlock_message_costs_latency_not_a_hang) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=500ms")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  auto t = on_thread([&] { return w.try_lock_for(20s); });
+  ASSERT_TRUE(dlock::test::wait_until([&] {
+    return srv.command({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}"})
+               .find(":1]") != std::string::npos;
+  }, 5s));
+  srv.command({"CLIENT", "KILL", "TYPE", "pubsub"});
+  h.unlock();  // nobody is subscribed right now: the message is lost
+  ASSERT_EQ(t.wait_for(5s), std::future_status::ready) << "re-check bounds the wait";
+  EXPECT_TRUE(t.get());
+}
+
+// Redis 7 ACL users have no channels by default: SUBSCRIBE fails with NOPERM. Waiting still
+// works, by bounded re-checks.
+TEST(mutex, waits_by_rechecks_when_channels_are_denied) {
+  dlock::test::redis_server_options o;
+  o.acl_file_contents =
+      "user default on nopass ~* &* +@all\n"
+      "user app on >pw ~* resetchannels +@all\n";
+  dlock::test::redis_server srv{o};
+  const auto url = "redis://app:pw@127.0.0.1:" + std::to_string(srv.port()) + "?recheck=200ms";
+  dlock::client holder{dlock::config::from_uri(url)}, waiter{dlock::config::from_uri(url)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  auto t = on_thread([&] { return w.try_lock_for(10s); });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+  h.unlock();
+  const auto released = steady::now();
+  ASSERT_EQ(t.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(t.get());
+  EXPECT_LT(steady::now() - released, 1s) << "one re-check interval (200 ms) plus slop";
+}
+
+TEST(mutex, watchdog_keeps_a_lock_alive_across_three_leases) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "watchdog=600ms")};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock();
+  auto lost = m.lease_lost();
+  const auto end = steady::now() + 1800ms;  // 3 x the lease: time must pass, by design
+  while (steady::now() < end) {
+    ASSERT_EQ(exists(c, m.name()), 1);
+    ASSERT_GT(m.remaining_lease().count(), 0);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_FALSE(lost.stop_requested());
+  EXPECT_GE(c.impl().watchdog().renewals_sent(), 4u) << "every 200 ms";
+  m.unlock();
+  EXPECT_EQ(exists(c, m.name()), 0);
+}
+
+TEST(mutex, an_explicit_lease_is_not_renewed_and_its_end_is_signalled) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock(400ms);
+  auto lost = m.lease_lost();
+  EXPECT_LE(m.remaining_lease().count(), 400);
+  EXPECT_TRUE(dlock::test::wait_until([&] { return exists(c, m.name()) == 0; }, 3s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return lost.stop_requested(); }, 1s));
+  EXPECT_EQ(c.impl().watchdog().renewals_sent(), 0u);
+  std::error_code ec;
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::lease_lost);
+}
+
+// The hold vanishes behind the holder's back (DEL, eviction, failover): the next renewal finds
+// it gone, lost() is requested, on_lost runs, and unlock reports lease_lost without touching
+// the lock another owner holds by then.
+TEST(mutex, renewal_finding_the_hold_gone_signals_lease_lost) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "watchdog=900ms")}, other{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name}, o{other, name};
+  m.lock();
+  auto lost = m.lease_lost();
+  c.execute({"DEL", name});
+  ASSERT_TRUE(o.try_lock());
+  const auto theirs = other.execute({"HGETALL", name});
+  EXPECT_TRUE(dlock::test::wait_until([&] { return lost.stop_requested(); }, 2s))
+      << "within one renewal period (300 ms) plus slop";
+  std::error_code ec;
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::lease_lost);
+  EXPECT_EQ(other.execute({"HGETALL", name}), theirs);
+  EXPECT_GT(c.impl().watchdog().leases_lost(), 0u);
+  o.unlock();
+}
+
+TEST(mutex, fencing_tokens_strictly_increase_across_owners) {
+  dlock::test::redis_server srv;
+  dlock::client a{config_for(srv)}, b{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex ma{a, name}, mb{b, name};
+  std::uint64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto& m = i % 2 ? ma : mb;
+    m.lock();
+    EXPECT_GT(m.fencing_token(), last);
+    last = m.fencing_token();
+    m.unlock();
+  }
+  EXPECT_EQ(a.execute({"GET", "redisson_lock_token:{" + name + "}"}).str(), "20");
+}
+
+TEST(mutex, async_lease_through_awaitable_future_and_destruction) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+
+  std::promise<std::string> done;
+  asio::co_spawn(
+      c.get_executor(),
+      [&]() -> asio::awaitable<void> {
+        using asio::experimental::as_tuple;
+        auto [ec, l] = co_await m.async_lock_for(1s, as_tuple(asio::use_awaitable));
+        if (ec || !l.owns() || l.fencing_token() == 0) {
+          done.set_value("lock: " + ec.message());
+          co_return;
+        }
+        auto [ec2, second] = co_await m.async_try_lock(as_tuple(asio::use_awaitable));
+        if (ec2 != errc::timeout || second.owns()) {
+          done.set_value("second lease must not enter: " + ec2.message());
+          co_return;
+        }
+        auto [ec3] = co_await l.async_unlock(as_tuple(asio::use_awaitable));
+        done.set_value(ec3 ? "unlock: " + ec3.message() : "ok");
+      },
+      asio::detached);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), "ok");
+  EXPECT_EQ(exists(c, name), 0);
+
+  auto fut = m.async_lock(asio::use_future);
+  ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
+  {
+    dlock::lease l = fut.get();
+    EXPECT_TRUE(l.owns());
+    EXPECT_EQ(exists(c, name), 1);
+    auto busy = m.async_try_lock(asio::use_future);
+    try {
+      busy.get();
+      ADD_FAILURE() << "expected errc::timeout";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), errc::timeout);
+    }
+  }  // destroyed while held: releases the lock
+  EXPECT_TRUE(dlock::test::wait_until([&] { return exists(c, name) == 0; }, 5s));
+}
+
+TEST(mutex, lease_on_lost_runs_when_the_lease_goes) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  auto l = m.async_lock_for(1s, 300ms, asio::use_future).get();
+  std::promise<void> ran;
+  l.on_lost([&] { ran.set_value(); });
+  EXPECT_EQ(ran.get_future().wait_for(3s), std::future_status::ready);
+  EXPECT_TRUE(l.lost().stop_requested());
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::lease_lost);
+}
+
+TEST(mutex, bad_input_gets_typed_errors_at_once) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "max_name=64")};
+  std::error_code ec;
+  dlock::mutex empty{c, ""};
+  empty.lock(ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+  EXPECT_THROW(empty.lock(), dlock::lock_error);
+  dlock::mutex long_name{c, std::string(65, 'x')};
+  EXPECT_FALSE(long_name.try_lock(ec));
+  EXPECT_EQ(ec, errc::invalid_argument);
+  dlock::mutex ok{c, dlock::test::unique_name("lock")};
+  ok.lock(0ms, ec);
+  EXPECT_EQ(ec, errc::invalid_argument) << "a lease must be positive";
+  ok.lock(-5ms, ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+
+  // A key of another type is a configuration error, reported at once (not waited on).
+  const auto name = dlock::test::unique_name("lock");
+  c.execute({"SET", name, "string"});
+  dlock::mutex typed{c, name};
+  const auto start = steady::now();
+  typed.lock(ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  EXPECT_LT(steady::now() - start, 1s);
+  EXPECT_EQ(c.execute({"GET", name}).str(), "string");
+
+  // A sync call on the client's I/O thread.
+  std::promise<std::error_code> io;
+  c.async_execute({"PING"}, [&](std::error_code, dlock::reply) {
+    std::error_code e;
+    ok.lock(e);
+    io.set_value(e);
+  });
+  EXPECT_EQ(io.get_future().get(), errc::would_deadlock);
+}
+
+TEST(mutex, server_refusals_are_typed_and_prompt) {
+  // NOPERM: a user without access to the key.
+  dlock::test::redis_server_options o;
+  o.acl_file_contents =
+      "user default on nopass ~* &* +@all\n"
+      "user app on >pw ~app:* &* +@all\n";
+  dlock::test::redis_server acl{o};
+  dlock::client app{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + std::to_string(acl.port()))};
+  std::error_code ec;
+  dlock::mutex denied{app, "other:lock"};
+  denied.lock(ec);
+  EXPECT_EQ(ec, errc::no_permission);
+
+  // OOM under maxmemory + noeviction.
+  dlock::test::redis_server_options mem;
+  mem.extra_args = {"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"};
+  dlock::test::redis_server full{mem};
+  dlock::client fc{config_for(full)};
+  for (int i = 0; i < 200; ++i) {
+    std::error_code e;
+    fc.execute({"SET", "filler:" + std::to_string(i), std::string(64 * 1024, 'x')}, e);
+    if (e == errc::out_of_memory) break;
+  }
+  dlock::mutex oom{fc, dlock::test::unique_name("lock")};
+  const auto start = steady::now();
+  oom.lock(ec);
+  EXPECT_EQ(ec, errc::out_of_memory);
+  EXPECT_LT(steady::now() - start, 1s);
+
+  // READONLY: a replica.
+  dlock::test::redis_server master;
+  dlock::test::redis_server_options ro;
+  ro.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
+  dlock::test::redis_server replica{ro};
+  dlock::client rc{config_for(replica)};
+  dlock::mutex readonly{rc, dlock::test::unique_name("lock")};
+  readonly.lock(ec);
+  EXPECT_EQ(ec, errc::read_only);
+}
+
+TEST(mutex, shutdown_completes_a_blocked_lock) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)};
+  auto waiter = std::make_unique<dlock::client>(config_for(srv));
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{*waiter, name};
+  h.lock();
+  auto t = on_thread([&] {
+    std::error_code ec;
+    w.lock(ec);
+    return ec;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter->impl().waiters().channels() == 1; }, 5s));
+  waiter->shutdown();
+  ASSERT_EQ(t.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(t.get(), errc::shutdown);
+  h.unlock();
+}
+
+}  // namespace

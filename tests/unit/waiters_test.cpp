@@ -1,0 +1,418 @@
+// detail::waiter_registry: who waits on which unlock channel, and whom a pub/sub event wakes,
+// with a fake subscriber and fake waiters.
+#include "runtime/waiters.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "transport/subscriptions.hpp"
+
+namespace {
+
+using dlock::detail::waiter;
+using dlock::detail::waiter_registry;
+using dlock::transport::listener_id;
+using dlock::transport::pubsub_event;
+using dlock::transport::pubsub_listener;
+using type = pubsub_event::type;
+
+// Records (un)subscriptions and keeps each subscription's listener so events can be fed to it.
+struct fake_subscriber {
+  std::vector<std::string> subscribed;  // channel of each subscribe call, in order
+  std::vector<listener_id> ids;         // the id each subscribe call returned
+  std::vector<listener_id> unsubscribed;
+  std::map<listener_id, std::pair<std::string, pubsub_listener>> live;
+  listener_id next_id = 100;
+
+  waiter_registry make_registry() {
+    return waiter_registry{[this](const std::string& channel, pubsub_listener fn) {
+                             const listener_id id = next_id++;
+                             subscribed.push_back(channel);
+                             ids.push_back(id);
+                             live.emplace(id, std::pair{channel, std::move(fn)});
+                             return id;
+                           },
+                           [this](listener_id id) {
+                             unsubscribed.push_back(id);
+                             live.erase(id);
+                           }};
+  }
+
+  // The listener currently subscribed on `channel`, or null.
+  const pubsub_listener* listener_of(const std::string& channel) const {
+    for (auto& [id, l] : live) {
+      if (l.first == channel) return &l.second;
+    }
+    return nullptr;
+  }
+
+  // Delivers an event to the channel's listener as transport::subscriptions does: through a
+  // copy, since the listener may unsubscribe itself while it runs. False if nobody listens.
+  bool publish(const std::string& channel, type what, std::string_view payload = {}) {
+    const pubsub_listener* l = listener_of(channel);
+    if (l == nullptr) return false;
+    auto call = *l;
+    call(pubsub_event{what, channel, {}, payload, {}});
+    return true;
+  }
+  bool message(const std::string& channel, std::string_view payload) {
+    return publish(channel, type::message, payload);
+  }
+};
+
+// Counts its wake-ups; optionally starts an attempt when woken, or runs `on_wake`.
+struct fake_waiter : waiter {
+  int wakes = 0;
+  bool attempt_on_wake = false;
+  std::function<void()> on_wake;
+
+  void wake() override {
+    ++wakes;
+    if (attempt_on_wake) attempting = true;
+    if (on_wake) on_wake();
+  }
+};
+
+const std::string chan_a = "redisson_lock__channel:{a}";
+const std::string chan_b = "redisson_lock__channel:{b}";
+
+TEST(waiters, first_add_on_a_channel_subscribes_once) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2;
+  EXPECT_EQ(reg.channels(), 0u);
+  EXPECT_EQ(reg.waiters(chan_a), 0u);
+
+  reg.add(chan_a, &w1);
+  EXPECT_EQ(sub.subscribed, std::vector<std::string>{chan_a});
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_EQ(reg.waiters(chan_a), 1u);
+
+  reg.add(chan_a, &w2);
+  EXPECT_EQ(sub.subscribed.size(), 1u);  // shared
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_EQ(reg.waiters(chan_a), 2u);
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  EXPECT_EQ(w1.wakes + w2.wakes, 0);  // adding wakes nobody
+}
+
+TEST(waiters, waiters_of_two_channels_are_independent) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter a1, a2, b1;
+  reg.add(chan_a, &a1);
+  reg.add(chan_b, &b1);
+  reg.add(chan_a, &a2);
+  EXPECT_EQ(sub.subscribed, (std::vector<std::string>{chan_a, chan_b}));
+  ASSERT_EQ(sub.ids.size(), 2u);
+  EXPECT_NE(sub.ids[0], sub.ids[1]);
+  EXPECT_EQ(reg.channels(), 2u);
+  EXPECT_EQ(reg.waiters(chan_a), 2u);
+  EXPECT_EQ(reg.waiters(chan_b), 1u);
+
+  ASSERT_TRUE(sub.message(chan_b, "1"));
+  EXPECT_EQ(a1.wakes, 0);
+  EXPECT_EQ(a2.wakes, 0);
+  EXPECT_EQ(b1.wakes, 1);
+
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(a1.wakes, 1);
+  EXPECT_EQ(a2.wakes, 0);
+  EXPECT_EQ(b1.wakes, 1);
+
+  reg.remove(chan_b, &b1);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[1]});
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_EQ(reg.waiters(chan_a), 2u);
+  EXPECT_EQ(reg.waiters(chan_b), 0u);
+}
+
+TEST(waiters, remove_of_the_last_waiter_unsubscribes_with_its_id) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter other, w1, w2;
+  reg.add(chan_b, &other);  // so the channel of interest gets a different id than the first
+  reg.add(chan_a, &w1);
+  reg.add(chan_a, &w2);
+  ASSERT_EQ(sub.ids.size(), 2u);
+  const listener_id id_a = sub.ids[1];
+
+  reg.remove(chan_a, &w1);
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  EXPECT_EQ(reg.waiters(chan_a), 1u);
+  reg.remove(chan_a, &w1);  // again: not there any more
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  reg.remove(chan_a, &other);  // registered, but on another channel
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  EXPECT_EQ(reg.waiters(chan_a), 1u);
+
+  reg.remove(chan_a, &w2);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{id_a});
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_EQ(reg.waiters(chan_a), 0u);
+
+  reg.remove(chan_a, &w2);  // the channel is gone: no-op
+  EXPECT_EQ(sub.unsubscribed.size(), 1u);
+
+  // A new waiter subscribes afresh.
+  reg.add(chan_a, &w1);
+  EXPECT_EQ(sub.subscribed, (std::vector<std::string>{chan_b, chan_a, chan_a}));
+  EXPECT_NE(sub.ids.back(), id_a);
+  reg.remove(chan_a, &w1);
+  EXPECT_EQ(sub.unsubscribed, (std::vector<listener_id>{id_a, sub.ids.back()}));
+}
+
+TEST(waiters, unlock_message_wakes_the_first_waiter_not_attempting_in_fifo_order) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2, w3, w4;
+  for (auto* w : {&w1, &w2, &w3, &w4}) {
+    w->attempt_on_wake = true;
+    reg.add(chan_a, w);
+  }
+  w2.attempting = true;
+
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes, 1);
+  EXPECT_EQ(w2.wakes + w3.wakes + w4.wakes, 0);
+
+  ASSERT_TRUE(sub.message(chan_a, "0"));  // w1 is attempting now, w2 still is
+  EXPECT_EQ(w1.wakes, 1);
+  EXPECT_EQ(w2.wakes, 0);
+  EXPECT_EQ(w3.wakes, 1);
+  EXPECT_EQ(w4.wakes, 0);
+
+  w1.attempting = false;  // its attempt failed: the longest-waiting one is first again
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes, 2);
+  EXPECT_EQ(w4.wakes, 0);
+
+  for (auto* w : {&w1, &w2, &w3, &w4}) EXPECT_FALSE(w->wake_pending);
+}
+
+TEST(waiters, unlock_message_when_all_attempt_marks_the_first_pending_and_wakes_none) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2, w3;
+  for (auto* w : {&w1, &w2, &w3}) {
+    w->attempting = true;
+    reg.add(chan_a, w);
+  }
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes + w2.wakes + w3.wakes, 0);
+  EXPECT_TRUE(w1.wake_pending);
+  EXPECT_FALSE(w2.wake_pending);
+  EXPECT_FALSE(w3.wake_pending);
+
+  // Once the first has left, the next first gets it.
+  reg.remove(chan_a, &w1);
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_TRUE(w2.wake_pending);
+  EXPECT_FALSE(w3.wake_pending);
+  EXPECT_EQ(w2.wakes + w3.wakes, 0);
+}
+
+TEST(waiters, read_unlock_message_wakes_all) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2, w3;
+  w2.attempting = true;
+  for (auto* w : {&w1, &w2, &w3}) reg.add(chan_a, w);
+  ASSERT_TRUE(sub.message(chan_a, "1"));
+  EXPECT_EQ(w1.wakes, 1);
+  EXPECT_EQ(w2.wakes, 1);
+  EXPECT_EQ(w3.wakes, 1);
+}
+
+TEST(waiters, subscribed_and_resubscribed_wake_all) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2;
+  reg.add(chan_a, &w1);
+  reg.add(chan_a, &w2);
+  ASSERT_TRUE(sub.publish(chan_a, type::subscribed));
+  EXPECT_EQ(w1.wakes, 1);
+  EXPECT_EQ(w2.wakes, 1);
+  ASSERT_TRUE(sub.publish(chan_a, type::resubscribed));
+  EXPECT_EQ(w1.wakes, 2);
+  EXPECT_EQ(w2.wakes, 2);
+}
+
+TEST(waiters, failed_subscription_counts_as_refused_and_wakes_none) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2;
+  reg.add(chan_a, &w1);
+  reg.add(chan_b, &w2);
+  EXPECT_EQ(reg.refused(), 0u);
+  ASSERT_TRUE(sub.publish(chan_a, type::failed));
+  EXPECT_EQ(reg.refused(), 1u);
+  ASSERT_TRUE(sub.publish(chan_b, type::failed));
+  EXPECT_EQ(reg.refused(), 2u);
+  EXPECT_EQ(w1.wakes + w2.wakes, 0);
+  // The waiters stay registered; they fall back to their own re-checks.
+  EXPECT_EQ(reg.waiters(chan_a), 1u);
+  EXPECT_TRUE(sub.unsubscribed.empty());
+}
+
+TEST(waiters, events_for_channels_without_waiters_are_ignored) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1;
+  reg.add(chan_a, &w1);
+  for (auto what : {type::message, type::subscribed, type::resubscribed, type::failed}) {
+    reg.on_event(chan_b, pubsub_event{what, chan_b, {}, "1", {}});
+  }
+  EXPECT_EQ(w1.wakes, 0);
+  EXPECT_EQ(reg.refused(), 0u);
+  EXPECT_EQ(reg.channels(), 1u);
+
+  // A listener whose channel was left in the meantime (its event was already on its way).
+  const pubsub_listener stale = *sub.listener_of(chan_a);
+  reg.remove(chan_a, &w1);
+  ASSERT_EQ(reg.channels(), 0u);
+  stale(pubsub_event{type::message, chan_a, {}, "1", {}});
+  stale(pubsub_event{type::failed, chan_a, {}, {}, {}});
+  EXPECT_EQ(w1.wakes, 0);
+  EXPECT_EQ(reg.refused(), 0u);
+  EXPECT_EQ(reg.channels(), 0u);
+}
+
+// Wake-alls whose waiters finish (and leave) from wake(). Waiters live on the heap and are
+// deleted on removal, so waking a removed one is a use-after-free under ASan.
+class waiters_reentrancy : public ::testing::Test {
+ protected:
+  fake_subscriber sub;
+  waiter_registry reg = sub.make_registry();
+  std::vector<fake_waiter*> ws;  // null once deleted
+  std::vector<int> woken;        // wake count of each, kept after deletion
+
+  std::size_t add(const std::string& channel) {
+    ws.push_back(new fake_waiter);
+    woken.push_back(0);
+    const std::size_t i = ws.size() - 1;
+    ws[i]->on_wake = [this, i] { ++woken[i]; };
+    reg.add(channel, ws[i]);
+    return i;
+  }
+  // Removes waiter `i` from `channel` and deletes it.
+  void finish(const std::string& channel, std::size_t i) {
+    if (ws[i] == nullptr) return;
+    reg.remove(channel, ws[i]);
+    delete ws[i];
+    ws[i] = nullptr;
+  }
+  // Waiter `i`'s wake() runs `fn` after counting.
+  void on_wake(std::size_t i, std::function<void()> fn) {
+    ws[i]->on_wake = [this, i, fn = std::move(fn)] {
+      ++woken[i];
+      auto call = fn;  // `fn` may delete this waiter, and with it this closure
+      call();
+    };
+  }
+  void TearDown() override {
+    for (auto* w : ws) delete w;
+  }
+};
+
+TEST_F(waiters_reentrancy, each_waiter_removes_itself_during_wake_all) {
+  for (int i = 0; i < 3; ++i) add(chan_a);
+  add(chan_b);
+  for (std::size_t i = 0; i < 3; ++i) on_wake(i, [this, i] { finish(chan_a, i); });
+
+  ASSERT_TRUE(sub.message(chan_a, "1"));
+  EXPECT_EQ(woken, (std::vector<int>{1, 1, 1, 0}));
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_EQ(reg.waiters(chan_a), 0u);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[0]});
+}
+
+TEST_F(waiters_reentrancy, a_waiter_removes_another_one_during_wake_all) {
+  for (int i = 0; i < 4; ++i) add(chan_a);
+  on_wake(0, [this] { finish(chan_a, 2); });  // a later one: must not be woken
+  on_wake(3, [this] { finish(chan_a, 1); });  // an earlier one, already woken
+
+  ASSERT_TRUE(sub.publish(chan_a, type::resubscribed));
+  EXPECT_EQ(woken, (std::vector<int>{1, 1, 0, 1}));
+  EXPECT_EQ(reg.waiters(chan_a), 2u);
+  EXPECT_TRUE(sub.unsubscribed.empty());
+
+  // The registry is still consistent afterwards.
+  ASSERT_TRUE(sub.publish(chan_a, type::subscribed));
+  EXPECT_EQ(woken, (std::vector<int>{2, 1, 0, 2}));
+}
+
+TEST_F(waiters_reentrancy, the_first_waiter_removes_all_so_the_channel_entry_is_erased) {
+  for (int i = 0; i < 4; ++i) add(chan_a);
+  on_wake(0, [this] {
+    finish(chan_a, 1);
+    finish(chan_a, 2);
+    finish(chan_a, 3);
+    finish(chan_a, 0);  // the last one: the channel's entry goes, with its subscription
+  });
+
+  ASSERT_TRUE(sub.message(chan_a, "1"));
+  EXPECT_EQ(woken, (std::vector<int>{1, 0, 0, 0}));
+  EXPECT_EQ(reg.channels(), 0u);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[0]});
+  EXPECT_TRUE(sub.live.empty());
+}
+
+TEST_F(waiters_reentrancy, a_middle_waiter_removes_the_rest_so_the_channel_entry_is_erased) {
+  for (int i = 0; i < 4; ++i) add(chan_a);
+  on_wake(1, [this] {
+    for (std::size_t i = 0; i < 4; ++i) finish(chan_a, i);
+  });
+
+  ASSERT_TRUE(sub.publish(chan_a, type::resubscribed));
+  EXPECT_EQ(woken, (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(reg.channels(), 0u);
+  EXPECT_EQ(sub.unsubscribed.size(), 1u);
+}
+
+TEST_F(waiters_reentrancy, the_channel_emptied_and_rejoined_during_wake_all) {
+  for (int i = 0; i < 3; ++i) add(chan_a);
+  std::size_t late = 0;
+  on_wake(0, [this, &late] {
+    finish(chan_a, 1);
+    finish(chan_a, 2);
+    finish(chan_a, 0);
+    late = add(chan_a);  // a new entry and subscription for the same channel
+  });
+
+  ASSERT_TRUE(sub.message(chan_a, "1"));
+  // The removed ones are not woken; the newcomer was not waiting when the event came.
+  EXPECT_EQ(woken, (std::vector<int>{1, 0, 0, 0}));
+  EXPECT_EQ(late, 3u);
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_EQ(reg.waiters(chan_a), 1u);
+  EXPECT_EQ(sub.subscribed.size(), 2u);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[0]});
+
+  ASSERT_TRUE(sub.message(chan_a, "0"));  // through the new subscription
+  EXPECT_EQ(woken[late], 1);
+}
+
+TEST_F(waiters_reentrancy, the_woken_waiter_removes_itself_during_wake_one) {
+  add(chan_a);
+  add(chan_a);
+  on_wake(0, [this] { finish(chan_a, 0); });
+  on_wake(1, [this] { finish(chan_a, 1); });
+
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(woken, (std::vector<int>{1, 0}));
+  ASSERT_TRUE(sub.message(chan_a, "0"));  // the last one: the entry goes while waking
+  EXPECT_EQ(woken, (std::vector<int>{1, 1}));
+  EXPECT_EQ(reg.channels(), 0u);
+  EXPECT_EQ(sub.unsubscribed.size(), 1u);
+}
+
+}  // namespace
