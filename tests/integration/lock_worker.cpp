@@ -1,0 +1,176 @@
+// dlock_lock_worker — one dlock::mutex user in its own process, driven by the multi-process
+// integration tests (mutex_process_test.cpp). Every line it prints on stdout is flushed at once.
+//
+//   dlock_lock_worker hold URL NAME
+//       lock() (watchdog lease); prints "acquired <token>"; then holds until stdin closes (or it
+//       is killed), unlocks and prints "released".
+//   dlock_lock_worker hold_then_check URL NAME
+//       lock(); prints "acquired <token>"; then every 10 ms checks lease_lost(). Once it is
+//       requested: prints "lost", calls unlock(ec) and prints "unlock <ec.value()> <message>"
+//       (0 and "ok" when it succeeded), and exits 0.
+//   dlock_lock_worker rmw URL NAME FILE COUNT
+//       COUNT times: lock(); read "<value> <last token>" from FILE; check the fencing token is
+//       larger than the last one written; write "<value + 1> <token>"; unlock(). Exits 0.
+//
+// Errors: a message on stderr and a non-zero exit (2 usage, 3 lock errors, 4 file errors, 5 a
+// broken invariant: the file was seen empty or a fencing token went backwards).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/config.hpp"
+#include "dlock/error.hpp"
+#include "dlock/mutex.hpp"
+
+namespace {
+
+void say(const std::string& line) {
+  std::cout << line << '\n' << std::flush;
+}
+
+[[noreturn]] void fail(int code, const std::string& what) {
+  std::cerr << "dlock_lock_worker: " << what << '\n' << std::flush;
+  std::_Exit(code);
+}
+
+// Blocks until stdin reaches end of file (the test closed its end, or died).
+void wait_for_stdin_eof() {
+  char buf[256];
+  for (;;) {
+    const auto n = ::read(0, buf, sizeof buf);
+    if (n == 0) return;
+    if (n < 0 && errno != EINTR) return;
+  }
+}
+
+int hold(const std::string& url, const std::string& name) {
+  dlock::client c{dlock::config::from_uri(url)};
+  dlock::mutex m{c, name};
+  m.lock();
+  say("acquired " + std::to_string(m.fencing_token()));
+  wait_for_stdin_eof();
+  std::error_code ec;
+  m.unlock(ec);
+  if (ec) fail(3, "unlock: " + ec.message());
+  say("released");
+  return 0;
+}
+
+int hold_then_check(const std::string& url, const std::string& name) {
+  dlock::client c{dlock::config::from_uri(url)};
+  dlock::mutex m{c, name};
+  m.lock();
+  say("acquired " + std::to_string(m.fencing_token()));
+  const auto lost = m.lease_lost();
+  while (!lost.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  say("lost");
+  std::error_code ec;
+  m.unlock(ec);
+  say("unlock " + std::to_string(ec.value()) + " " + (ec ? ec.message() : std::string{"ok"}));
+  return 0;
+}
+
+struct counter_file {
+  std::uint64_t value = 0;
+  std::uint64_t last_token = 0;
+};
+
+// Reads "<value> <last token>"; on failure sets `problem` (the lock is still held: the caller
+// releases it before exiting, so the other workers go on and report for themselves).
+counter_file read_counter(const std::string& path, std::string& problem) {
+  counter_file out;
+  std::ifstream in{path};
+  if (!in) {
+    problem = "cannot open " + path + " for reading";
+    return out;
+  }
+  std::string text{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}};
+  std::istringstream s{text};
+  if (text.empty()) {
+    problem = "the counter file is empty: someone else is writing it";
+  } else if (!(s >> out.value >> out.last_token)) {
+    problem = "the counter file is garbled: '" + text + "'";
+  }
+  return out;
+}
+
+void write_counter(const std::string& path, const counter_file& f) {
+  const std::string text = std::to_string(f.value) + " " + std::to_string(f.last_token) + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) fail(4, "cannot open " + path + " for writing: " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(4, std::string{"write: "} + std::strerror(errno));
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) fail(4, std::string{"close: "} + std::strerror(errno));
+}
+
+int rmw(const std::string& url, const std::string& name, const std::string& path, long count) {
+  dlock::client c{dlock::config::from_uri(url)};
+  dlock::mutex m{c, name};
+  for (long i = 0; i < count; ++i) {
+    m.lock();
+    const auto token = m.fencing_token();
+    std::string problem;
+    auto f = read_counter(path, problem);
+    if (problem.empty() && token <= f.last_token) {
+      problem = "fencing token " + std::to_string(token) + " is not above the last one written (" +
+                std::to_string(f.last_token) + ")";
+    }
+    if (!problem.empty()) {
+      std::error_code ec;
+      m.unlock(ec);
+      fail(5, problem);
+    }
+    ++f.value;
+    f.last_token = token;
+    write_counter(path, f);
+    m.unlock();
+  }
+  return 0;
+}
+
+[[noreturn]] void usage() {
+  fail(2,
+       "usage: dlock_lock_worker hold URL NAME | hold_then_check URL NAME | "
+       "rmw URL NAME FILE COUNT");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) usage();
+  const std::string mode = argv[1];
+  const std::string url = argv[2];
+  const std::string name = argv[3];
+  try {
+    if (mode == "hold" && argc == 4) return hold(url, name);
+    if (mode == "hold_then_check" && argc == 4) return hold_then_check(url, name);
+    if (mode == "rmw" && argc == 6) {
+      char* end = nullptr;
+      const long count = std::strtol(argv[5], &end, 10);
+      if (end == argv[5] || *end != '\0' || count < 0) usage();
+      return rmw(url, name, argv[4], count);
+    }
+  } catch (const std::exception& e) {
+    fail(3, mode + ": " + e.what());
+  }
+  usage();
+}
