@@ -21,12 +21,9 @@ using dlock::errc;
 
 namespace {
 
-dlock::config config_for(const dlock::test::redis_server& srv) {
-  auto cfg = dlock::config::from_uri(srv.url());
-  cfg.reconnect_min = 10ms;
-  cfg.reconnect_max = 100ms;
-  return cfg;
-}
+using dlock::test::config_for;
+using dlock::test::numsub;
+
 
 // Retries ping until it succeeds or `limit` passes (reconnects take a backoff step or two).
 bool ping_within(dlock::client& c, std::chrono::milliseconds limit) {

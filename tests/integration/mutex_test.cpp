@@ -23,12 +23,9 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-dlock::config config_for(const dlock::test::redis_server& srv, const std::string& extra = "") {
-  auto cfg = dlock::config::from_uri(srv.url() + (extra.empty() ? "" : "?" + extra));
-  cfg.reconnect_min = 10ms;
-  cfg.reconnect_max = 100ms;
-  return cfg;
-}
+using dlock::test::config_for;
+using dlock::test::numsub;
+
 
 std::int64_t exists(dlock::client& c, const std::string& key) {
   return c.execute({"EXISTS", key}).integer();
@@ -147,10 +144,8 @@ TEST(mutex, hands_off_by_pub_sub_within_milliseconds) {
         [&] { return waiter.impl().waiters().channels() == 1; }, 5s));
     // Let the subscription be confirmed, or the message could race it (the re-check after
     // subscribing would still see the lock held).
-    ASSERT_TRUE(dlock::test::wait_until([&] {
-      return srv.command({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}"})
-                 .find(":1]") != std::string::npos;
-    }, 5s));
+    ASSERT_TRUE(dlock::test::wait_until(
+        [&] { return numsub(srv, "redisson_lock__channel:{" + name + "}") == 1; }, 5s));
     h.unlock();
     const auto released = steady::now();
     auto f = acquired_at.get_future();
@@ -169,10 +164,8 @@ TEST(mutex, lost_unlock_message_costs_latency_not_a_hang) {
   dlock::mutex h{holder, name}, w{waiter, name};
   h.lock();
   auto t = on_thread([&] { return w.try_lock_for(20s); });
-  ASSERT_TRUE(dlock::test::wait_until([&] {
-    return srv.command({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}"})
-               .find(":1]") != std::string::npos;
-  }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until(
+      [&] { return numsub(srv, "redisson_lock__channel:{" + name + "}") == 1; }, 5s));
   srv.command({"CLIENT", "KILL", "TYPE", "pubsub"});
   h.unlock();  // nobody is subscribed right now: the message is lost
   ASSERT_EQ(t.wait_for(5s), std::future_status::ready) << "re-check bounds the wait";

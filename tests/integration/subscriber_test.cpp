@@ -13,6 +13,9 @@ using dlock::transport::pubsub_event;
 
 namespace {
 
+using dlock::test::config_for;
+using dlock::test::numsub;
+
 struct seen {
   pubsub_event::type what;
   std::string channel, payload;
@@ -34,19 +37,7 @@ auto count_of(pubsub_event::type what, const std::string& channel = {}, const st
   };
 }
 
-dlock::config config_for(const dlock::test::redis_server& srv) {
-  auto cfg = dlock::config::from_uri(srv.url());
-  cfg.reconnect_min = 10ms;
-  cfg.reconnect_max = 100ms;
-  return cfg;
-}
 
-long numsub(dlock::test::redis_server& srv, const std::string& channel) {
-  // PUBSUB NUMSUB ch -> *2 $ch :n ; the fixture renders arrays as text: take the last integer.
-  auto text = srv.command({"PUBSUB", "NUMSUB", channel});
-  auto colon = text.rfind(':');
-  return colon == std::string::npos ? -1 : std::stol(text.substr(colon + 1));
-}
 
 TEST(subscriber, carries_many_channels_and_dispatches_to_their_listeners) {
   dlock::test::redis_server srv;
