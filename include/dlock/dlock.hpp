@@ -4,6 +4,8 @@
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
 #include "dlock/error.hpp"
+#include "dlock/inspect.hpp"
+#include "dlock/keys.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/reply.hpp"

@@ -126,6 +126,10 @@ class mutex {
     return initiate(std::nullopt, std::nullopt, std::forward<Token>(token));
   }
   template <asio::completion_token_for<void(std::error_code, lease)> Token>
+  auto async_lock(milliseconds lease_time, Token&& token) {
+    return initiate(std::nullopt, lease_time, std::forward<Token>(token));
+  }
+  template <asio::completion_token_for<void(std::error_code, lease)> Token>
   auto async_try_lock(Token&& token) {
     return initiate(milliseconds{0}, std::nullopt, std::forward<Token>(token));
   }

@@ -53,7 +53,7 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     conn_->start();
     sub_->start();
   }
-  for (unsigned i = 0; i < cfg_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  for (unsigned i = 0; i < cfg_.io_threads; ++i) threads_.emplace_back([this] { run(); });
 }
 
 client_impl::~client_impl() {
@@ -62,6 +62,22 @@ client_impl::~client_impl() {
   if (ec) {
     std::fputs("dlock: client destroyed on its own I/O thread; aborting\n", stderr);
     std::abort();
+  }
+}
+
+// An exception thrown by a user's completion handler or callback that runs on the I/O thread
+// (Asio lets it escape run()) must not terminate the process or stop the client: report it and
+// keep running, as Asio recommends.
+void client_impl::run() {
+  for (;;) {
+    try {
+      ioc_.run();
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlock: a handler on the I/O thread threw: %s\n", e.what());
+    } catch (...) {
+      std::fputs("dlock: a handler on the I/O thread threw a non-standard exception\n", stderr);
+    }
   }
 }
 
@@ -75,7 +91,10 @@ void client_impl::shutdown(std::error_code& ec) {
     ec = errc::would_deadlock;
     return;
   }
-  if (stopped_.exchange(true)) return;
+  {
+    std::lock_guard lock{gate_};
+    if (stopped_.exchange(true)) return;
+  }
   // Stop both links and wait until each has failed its pending work with errc::shutdown, so no
   // handler is left behind when the io_context stops.
   std::promise<void> conn_done, sub_done;

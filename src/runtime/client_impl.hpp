@@ -3,6 +3,12 @@
 #pragma once
 
 #include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
+#include <mutex>
+
+#include "dlock/detail/completion.hpp"
+#include "dlock/error.hpp"
 #include <asio/io_context.hpp>
 #include <atomic>
 #include <memory>
@@ -35,6 +41,7 @@ class client_impl {
   ~client_impl();
 
   void shutdown(std::error_code& ec);
+  void run();  // one I/O thread
   bool on_io_thread() const noexcept;
 
   // Sends one command; `done` runs on the connection's strand.
@@ -54,6 +61,28 @@ class client_impl {
   waiter_registry& waiters() noexcept { return *waiters_; }
   hold_table& holds() noexcept { return holds_; }
   bool stopped() const noexcept { return stopped_.load(); }
+  // Runs fn(std::move(done)) on the strand; once the client is shut down, completes `done`
+  // with errc::shutdown (from asio::system_executor) instead. Thread-safe. Everything posted
+  // through here before shutdown runs before shutdown's sweep of tracked operations.
+  template <class... T, class Fn>
+  void post_or_shutdown(completion<T...> done, Fn fn) {
+    std::unique_lock lock{gate_};
+    if (!stopped_.load()) {
+      asio::post(strand_, [fn = std::move(fn), done = std::move(done)]() mutable {
+        fn(std::move(done));
+      });
+      return;
+    }
+    lock.unlock();
+    asio::post(asio::system_executor{},
+               [done = std::move(done)]() mutable { done(errc::shutdown, T{}...); });
+  }
+  // Posts fn to the strand unless the client is shut down (then drops it). Thread-safe.
+  template <class Fn>
+  void post_if_running(Fn fn) {
+    std::lock_guard lock{gate_};
+    if (!stopped_.load()) asio::post(strand_, std::move(fn));
+  }
   // Strand only: operations to abort with errc::shutdown at shutdown.
   void track(abortable* op) { ops_.insert(op); }
   void untrack(abortable* op) { ops_.erase(op); }
@@ -74,6 +103,7 @@ class client_impl {
   std::unordered_set<abortable*> ops_;  // strand only
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
+  std::mutex gate_;  // orders post_or_shutdown against shutdown
 };
 
 // A random RFC 4122 version-4 UUID, lower-case with dashes (as Redisson's client ids).

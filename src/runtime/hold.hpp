@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +31,7 @@ struct hold_state {
   std::atomic<std::uint64_t> token{0};   // fencing token of the first acquisition
   std::atomic<std::uint32_t> count{0};   // holds confirmed by Redis (reentrancy)
   std::atomic<bool> lost{false};         // the lease may be gone: never trust this hold again
+  std::atomic<bool> releasing{false};    // a release is in flight (at most one at a time)
   std::stop_source lost_source;          // requested together with `lost`
 
   // Strand only.
@@ -41,7 +44,16 @@ inline void mark_lost(hold_state& h) {
   h.lost_source.request_stop();
   auto callbacks = std::move(h.on_lost);
   h.on_lost.clear();
-  for (auto& f : callbacks) f();
+  for (auto& f : callbacks) {
+    // One failing callback must neither stop the others nor the client's I/O thread.
+    try {
+      f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dlock: an on_lost callback of %s threw: %s\n", h.name.c_str(), e.what());
+    } catch (...) {
+      std::fprintf(stderr, "dlock: an on_lost callback of %s threw\n", h.name.c_str());
+    }
+  }
 }
 
 // The thread-owned holds of one client, by (name, owner). Thread-safe; a thread looks up its own

@@ -6,7 +6,7 @@ namespace dlock::detail {
 
 void renewal_schedule::add(id h, clock::time_point sent, clock::duration lease, bool renew) {
   holds_[h] = entry{lease, trusted_until(sent, lease),
-                    renew ? sent + lease / 3 : clock::time_point::max(), false};
+                    renew ? sent + lease / 3 : clock::time_point::max(), renew, false};
 }
 
 void renewal_schedule::remove(id h) { holds_.erase(h); }
@@ -49,14 +49,27 @@ void renewal_schedule::confirmed(id h, clock::time_point sent) {
   auto& e = it->second;
   e.in_flight = false;
   e.trusted_until = std::max(e.trusted_until, trusted_until(sent, e.lease));
-  e.renew_at = sent + e.lease / 3;
+  // A confirmation of an explicit lease (a re-entry or partial release reset its TTL) moves its
+  // end, never makes it renewable.
+  if (e.renew) e.renew_at = sent + e.lease / 3;
 }
 
 void renewal_schedule::failed(id h, clock::time_point retry_at) {
   auto it = holds_.find(h);
   if (it == holds_.end()) return;
   it->second.in_flight = false;
-  it->second.renew_at = retry_at;
+  if (it->second.renew) it->second.renew_at = retry_at;
+}
+
+std::optional<renewal_schedule::entry> renewal_schedule::snapshot(id h) const {
+  auto it = holds_.find(h);
+  if (it == holds_.end()) return std::nullopt;
+  return it->second;
+}
+
+void renewal_schedule::restore(id h, const entry& e) {
+  auto& back = holds_[h] = e;
+  back.in_flight = false;
 }
 
 std::vector<renewal_schedule::id> renewal_schedule::take_expired(clock::time_point now) {

@@ -49,13 +49,21 @@ class renewal_schedule {
   // When take_renewals or take_expired next has something to do.
   std::optional<clock::time_point> next_due() const;
 
- private:
+ public:
   struct entry {
     clock::duration lease;
     clock::time_point trusted_until;
     clock::time_point renew_at;  // max() when not renewed
+    bool renew = false;          // a watchdog hold; explicit leases are never renewed
     bool in_flight = false;
   };
+
+ public:
+  // What remove() forgot, so that a release that failed can put the hold back as it was.
+  std::optional<entry> snapshot(id h) const;
+  void restore(id h, const entry& e);
+
+ private:
   std::unordered_map<id, entry> holds_;
 };
 

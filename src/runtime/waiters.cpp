@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/keys.hpp"
+#include "dlock/keys.hpp"
 
 namespace dlock::detail {
 
@@ -53,6 +53,10 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
       ++refused_;  // the waiters' own re-check timers carry on
       return;
   }
+}
+
+void waiter_registry::wake_one(const std::string& channel) {
+  if (auto it = channels_.find(channel); it != channels_.end()) wake_one(it->second);
 }
 
 void waiter_registry::wake_one(entry& e) {

@@ -40,12 +40,16 @@ class waiter_registry {
   void add(const std::string& channel, waiter* w);
   void remove(const std::string& channel, waiter* w);
 
+  // Wakes one waiter of `channel` as an unlock message would (a waiter leaving with a wake-up
+  // it did not use passes it on).
+  void wake_one(const std::string& channel);
+
   // A pub/sub event for `channel` (called by the subscription's listener).
   void on_event(const std::string& channel, const transport::pubsub_event& ev);
 
   // Channels with waiters (thread-safe; for tests and metrics).
   std::size_t channels() const noexcept { return channel_count_.load(); }
-  std::size_t waiters(const std::string& channel) const;
+  std::size_t waiters(const std::string& channel) const;  // strand only
   // Subscriptions the server refused (e.g. NOPERM on channels); waiting falls back to re-checks.
   std::uint64_t refused() const noexcept { return refused_; }
 

@@ -31,9 +31,18 @@ void watchdog::refreshed(const hold_state& h, clock::time_point sent) {
   rearm();
 }
 
-void watchdog::remove(const hold_state& h) {
+std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
+  auto saved = schedule_.snapshot(h.id);
   schedule_.remove(h.id);
   holds_.erase(h.id);
+  rearm();
+  return saved;
+}
+
+void watchdog::restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e) {
+  if (stopped_ || h->lost) return;
+  schedule_.restore(h->id, e);
+  holds_[h->id] = h;
   rearm();
 }
 
@@ -81,7 +90,8 @@ void watchdog::on_timer() {
 
 void watchdog::renew(const std::vector<renewal_schedule::id>& batch) {
   std::vector<std::string_view> keys, args;
-  auto lease = std::to_string(holds_.at(batch.front())->lease.count());
+  // Only watchdog holds are renewed, and they all have the watchdog lease.
+  auto lease = std::to_string(watchdog_lease_.count());
   args.push_back(lease);
   for (auto id : batch) {
     auto& h = *holds_.at(id);

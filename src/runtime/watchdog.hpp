@@ -32,8 +32,10 @@ class watchdog {
   void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
   // Strand only. The lease was reset on Redis by a request sent at `sent`.
   void refreshed(const hold_state& h, clock::time_point sent);
-  // Strand only. Stops tracking `h` (before its final release is sent).
-  void remove(const hold_state& h);
+  // Strand only. Stops tracking `h` (before its final release is sent), returning what is needed
+  // to put it back with restore() if that release fails.
+  std::optional<renewal_schedule::entry> remove(const hold_state& h);
+  void restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e);
   // Strand only. Until when `h` is trusted; nullopt if not tracked.
   std::optional<clock::time_point> trusted_until(const hold_state& h) const;
   void stop();

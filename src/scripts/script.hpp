@@ -18,5 +18,6 @@ extern const script mutex_acquire;
 extern const script mutex_release;
 extern const script mutex_renew;
 extern const script mutex_force_unlock;
+extern const script lock_inspect;
 
 }  // namespace dlock::scripts

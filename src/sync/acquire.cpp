@@ -5,7 +5,7 @@
 
 #include "dlock/error.hpp"
 #include "runtime/client_impl.hpp"
-#include "runtime/keys.hpp"
+#include "dlock/keys.hpp"
 #include "runtime/renewal_schedule.hpp"
 #include "scripts/script.hpp"
 #include "sync/mutex_ops.hpp"
@@ -117,6 +117,10 @@ class acquire_op final : public waiter,
 
   void acquired(std::uint64_t token, clock::time_point sent) {
     const auto now = clock::now();
+    if (hold_->lost) {
+      // The hold was declared lost while this re-entry was in flight: do not build on it.
+      return give_back([self = shared_from_this()] { self->finish(errc::lease_lost); });
+    }
     if (now >= renewal_schedule::trusted_until(sent, hold_->lease)) {
       // The reply came after the lease could have run out: do not report a lock we cannot
       // trust. Give back exactly this acquisition, then try again or time out.
@@ -162,29 +166,33 @@ class acquire_op final : public waiter,
     });
   }
 
-  // Releases the acquisition `count + 1` if (and only if) it was applied.
+  // Releases the acquisition `count + 1` if (and only if) it was applied (the release script
+  // is conditional on the count), then continues with `then`. If the give-back itself fails,
+  // it keeps trying in the background.
   template <class Then>
   void give_back(Then then) {
-    const auto have = std::to_string(hold_->count.load() + 1);
-    std::string_view keys[] = {hold_->name, channel_};
-    std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
-    c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
-                      [then = std::move(then)](std::error_code, reply) mutable { then(); });
+    send_give_back([self = shared_from_this(), then = std::move(then)](std::error_code ec) mutable {
+      if (ec) self->undo_in_background();
+      then();
+    });
   }
 
-  // The outcome stayed unknown: if the acquisition was applied, nobody would ever release it
-  // before its lease ran out. Try to give it back a few times in the background.
-  void undo_in_background(int tries = 3) {
-    if (tries == 0 || c_.stopped()) return;
+  template <class Done>
+  void send_give_back(Done done) {
     const auto have = std::to_string(hold_->count.load() + 1);
     std::string_view keys[] = {hold_->name, channel_};
     std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
     c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
-                      [self = shared_from_this(), tries](std::error_code ec, reply) {
-                        if (ec == errc::timeout || ec == errc::connection_lost) {
-                          self->undo_in_background(tries - 1);
-                        }
-                      });
+                      [done = std::move(done)](std::error_code ec, reply) mutable { done(ec); });
+  }
+
+  // The outcome stayed unknown: if the acquisition was applied, nobody would release it before
+  // its lease ran out. Keep trying to give it back while the failure looks transient.
+  void undo_in_background(int tries = 5) {
+    if (tries == 0 || c_.stopped()) return;
+    send_give_back([self = shared_from_this(), tries](std::error_code ec) {
+      if (ec && is_retryable(ec)) self->undo_in_background(tries - 1);
+    });
   }
 
   void finish(std::error_code ec) {
@@ -192,7 +200,11 @@ class acquire_op final : public waiter,
     finished_ = true;
     ++sleep_gen_;
     timer_.cancel();
-    if (registered_) c_.waiters().remove(channel_, this);
+    if (registered_) {
+      c_.waiters().remove(channel_, this);
+      // A wake-up meant for this waiter must not die with it: the lock may be free.
+      if (wake_pending && ec) c_.waiters().wake_one(channel_);
+    }
     if (tracked_) c_.untrack(this);
     auto done = std::move(done_);
     done(ec, hold_);
@@ -216,8 +228,9 @@ class acquire_op final : public waiter,
 void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
                    std::optional<clock::time_point> deadline,
                    completion<std::shared_ptr<hold_state>> done) {
-  auto op = std::make_shared<acquire_op>(c, std::move(hold), deadline, std::move(done));
-  asio::post(c.strand(), [op] { op->start(); });
+  c.post_or_shutdown(std::move(done), [&c, hold = std::move(hold), deadline](auto complete) mutable {
+    std::make_shared<acquire_op>(c, std::move(hold), deadline, std::move(complete))->start();
+  });
 }
 
 }  // namespace dlock::detail

@@ -43,7 +43,7 @@ std::stop_token lease::lost() const noexcept {
 void lease::on_lost(std::function<void()> fn) {
   auto c = client_.lock();
   if (!hold_ || !c) return;
-  asio::post(c->strand(), [h = hold_, fn = std::move(fn)]() mutable {
+  c->post_if_running([h = hold_, fn = std::move(fn)]() mutable {
     if (h->lost) return fn();
     h->on_lost.push_back(std::move(fn));
   });
@@ -51,7 +51,7 @@ void lease::on_lost(std::function<void()> fn) {
 
 void lease::start_unlock(detail::completion<> done) {
   auto c = client_.lock();
-  if (!hold_ || !c || c->stopped()) {
+  if (!hold_ || !c) {
     const auto ec = make_error_code(!hold_ ? errc::not_owner : errc::shutdown);
     asio::post(asio::system_executor{}, [done = std::move(done), ec]() mutable { done(ec); });
     return;
@@ -80,7 +80,7 @@ void lease::unlock() {
 }
 
 void lease::release_in_background() noexcept {
-  if (!owns()) return;
+  if (!owns() || hold_->releasing) return;  // an async_unlock is already on its way
   auto c = client_.lock();
   if (!c || c->stopped()) return;
   try {

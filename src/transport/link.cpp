@@ -104,7 +104,7 @@ void link::connect() {
   reader_.reset();
   connect_timer_.expires_after(cfg_.connect_timeout);
   connect_timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
-    if (!ec && gen == self->gen_) self->drop(errc::connect_timeout);
+    if (!ec && gen == self->gen_ && self->state_ != state::ready) self->drop(errc::connect_timeout);
   });
   resolver_.async_resolve(
       cfg_.host, std::to_string(cfg_.port),

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "dlock/mutex.hpp"
-#include "runtime/keys.hpp"
+#include "dlock/keys.hpp"
 #include "runtime/owner.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"

@@ -424,3 +424,95 @@ TEST(mutex, shutdown_completes_a_blocked_lock) {
 }
 
 }  // namespace
+
+namespace {
+
+// Review finding: a re-entered explicit-lease hold was turned into a renewed one, and its short
+// lease was applied (PEXPIRE) to the watchdog locks renewed in the same batch.
+TEST(mutex, explicit_lease_reentry_neither_renews_it_nor_shortens_watchdog_locks) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "watchdog=3s")};
+  dlock::mutex a{c, dlock::test::unique_name("a")}, b{c, dlock::test::unique_name("b")};
+  b.lock();          // watchdog lease, renewed every second
+  a.lock(700ms);
+  a.lock(700ms);     // re-entry: the lease is reset, still explicit
+  auto a_lost = a.lease_lost();
+  EXPECT_TRUE(dlock::test::wait_until([&] { return !a.is_locked(); }, 3s)) << "A ends at its lease";
+  EXPECT_TRUE(dlock::test::wait_until([&] { return a_lost.stop_requested(); }, 1s));
+  // Let B be renewed a few times (time must pass, by design), never below ~2/3 of 3 s.
+  const auto end = steady::now() + 2500ms;
+  while (steady::now() < end) {
+    ASSERT_GT(b.remaining_lease().count(), 1500) << "B's renewal must use the watchdog lease";
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_FALSE(b.lease_lost().stop_requested());
+  b.unlock();
+}
+
+// Review finding: calls made after shutdown (the mutex keeps the client's internals alive)
+// blocked forever.
+TEST(mutex, calls_after_shutdown_complete_with_shutdown) {
+  dlock::test::redis_server srv;
+  auto c = std::make_unique<dlock::client>(config_for(srv));
+  dlock::mutex m{*c, dlock::test::unique_name("lock")};
+  m.lock();
+  c.reset();  // destroys the client: shuts it down
+  auto call = [&](auto f) {
+    auto r = std::async(std::launch::async, [&] {
+      std::error_code ec;
+      f(ec);
+      return ec;
+    });
+    EXPECT_EQ(r.wait_for(5s), std::future_status::ready);
+    return r.get();
+  };
+  EXPECT_EQ(call([&](std::error_code& ec) { m.lock(ec); }), errc::shutdown);
+  EXPECT_EQ(call([&](std::error_code& ec) { m.try_lock(ec); }), errc::shutdown);
+  std::error_code unlock_ec;
+  m.unlock(unlock_ec);  // on the owning thread
+  EXPECT_EQ(unlock_ec, errc::shutdown);
+  auto f = m.async_try_lock(asio::use_future);
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_THROW(f.get(), std::system_error);
+}
+
+// Review finding: a failed final unlock took the hold out of the watchdog for good; the lock,
+// still held, then expired unrenewed while its holder was never told.
+TEST(mutex, a_failed_unlock_keeps_the_hold_renewed) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "watchdog=600ms")};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock();
+  auto lost = m.lease_lost();
+  // Under maxmemory the release's HINCRBY is refused (OOM); PEXPIRE, which renewals use, is not.
+  srv.command({"CONFIG", "SET", "maxmemory", "1"});
+  std::error_code ec;
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::out_of_memory);
+  // Still held and still renewed across 3 leases (time must pass, by design).
+  const auto end = steady::now() + 1800ms;
+  while (steady::now() < end) {
+    ASSERT_EQ(exists(c, m.name()), 1) << "the watchdog must go on renewing";
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_FALSE(lost.stop_requested());
+  srv.command({"CONFIG", "SET", "maxmemory", "0"});
+  m.unlock(ec);  // calling again is safe, and now succeeds
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(exists(c, m.name()), 0);
+}
+
+// Review finding: an on_lost callback that throws terminated the process.
+TEST(mutex, a_throwing_on_lost_callback_does_not_stop_the_client) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  auto l = m.async_lock_for(1s, 200ms, asio::use_future).get();
+  std::promise<void> second;
+  l.on_lost([] { throw std::runtime_error("user callback failed"); });
+  l.on_lost([&] { second.set_value(); });
+  EXPECT_EQ(second.get_future().wait_for(3s), std::future_status::ready);
+  EXPECT_EQ(c.execute({"ECHO", "alive"}).str(), "alive");
+}
+
+}  // namespace

@@ -81,10 +81,13 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
   EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
-  // Resent after a lost reply: reported again, not counted twice, no new token.
+  // Resent after a lost reply: reported again, not counted twice, no new token, and the
+  // lease restarts (the caller trusts it from the resend).
+  c.execute({"PEXPIRE", name, "1000"});
   auto resent = acquire("A:1", "0");
   EXPECT_EQ(resent.r.elements()[1].integer(), 1);
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
+  EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
   auto again = acquire("A:1", "1");
   EXPECT_EQ(again.r.elements()[1].integer(), 1) << "re-entry keeps the token";

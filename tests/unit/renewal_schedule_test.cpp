@@ -359,3 +359,36 @@ TEST(renewal_schedule, ten_thousand_holds_are_kept_alive_in_about_a_hundred_batc
 }
 
 }  // namespace
+
+namespace {
+
+// Review finding: confirming an explicit lease (a re-entry or partial release reset its TTL)
+// made it renewable.
+TEST(renewal_schedule_review, confirming_an_explicit_lease_never_makes_it_renewable) {
+  using namespace std::chrono_literals;
+  dlock::detail::renewal_schedule s;
+  const auto start = dlock::detail::renewal_schedule::clock::time_point{} + 1h;
+  s.add(1, start, 600ms, false);
+  s.confirmed(1, start + 100ms);
+  EXPECT_TRUE(s.take_renewals(start + 10s, 1s, 100).empty());
+  s.failed(1, start + 200ms);
+  EXPECT_TRUE(s.take_renewals(start + 10s, 1s, 100).empty());
+  EXPECT_EQ(*s.trusted_until(1), dlock::detail::renewal_schedule::trusted_until(start + 100ms, 600ms));
+  EXPECT_EQ(*s.next_due(), *s.trusted_until(1));
+}
+
+TEST(renewal_schedule_review, snapshot_and_restore_put_a_hold_back_as_it_was) {
+  using namespace std::chrono_literals;
+  dlock::detail::renewal_schedule s;
+  const auto start = dlock::detail::renewal_schedule::clock::time_point{} + 1h;
+  s.add(7, start, 30s, true);
+  auto saved = s.snapshot(7);
+  ASSERT_TRUE(saved);
+  s.remove(7);
+  EXPECT_FALSE(s.contains(7));
+  s.restore(7, *saved);
+  EXPECT_EQ(*s.trusted_until(7), dlock::detail::renewal_schedule::trusted_until(start, 30s));
+  EXPECT_EQ(s.take_renewals(start + 10s, 0s, 100), std::vector<std::uint64_t>{7});
+}
+
+}  // namespace

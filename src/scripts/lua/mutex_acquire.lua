@@ -12,6 +12,7 @@
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 local have = tonumber(ARGV[3])
 if held == have + 1 then
+  redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
   return {0, tonumber(redis.call('get', KEYS[2]) or '0')}
 end
 if held ~= have then

@@ -1,4 +1,5 @@
-// Every Redis key and channel name dlock derives from a lock name, in one place.
+// dlock/keys.hpp — every Redis key and channel name dlock derives from a lock name, in one
+// place (docs/compatibility.md lists them with their contents).
 //
 // Redisson's rule (RedissonObject.prefixName): `prefix:{name}`, or `prefix:name` when the name
 // already carries a hash tag. Either way the derived names hash to the same cluster slot as the
@@ -32,6 +33,11 @@ inline std::string lock_channel(std::string_view name) {
 inline std::string fencing_counter(std::string_view name) {
   return prefixed("redisson_lock_token", name);
 }
+
+// Who holds the lock, for `dlock status`: a hash written by holders that describe themselves
+// (the dlock command does), beside the lock hash so that the lock's own layout stays exactly
+// Redisson's. Fields `<owner>:host`, `<owner>:pid`, `<owner>:command`, `<owner>:acquired_ms`.
+inline std::string holder_info(std::string_view name) { return prefixed("dlock_lock_info", name); }
 
 // Unlock messages (Redisson LockPubSub): 0 wakes one waiter, 1 wakes all of them.
 inline constexpr std::string_view unlock_message = "0";

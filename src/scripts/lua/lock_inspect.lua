@@ -1,0 +1,11 @@
+-- A consistent snapshot of a lock, for inspect() / `dlock status`.
+-- KEYS[1] lock hash, KEYS[2] fencing counter, KEYS[3] holder descriptions (keys::holder_info)
+-- Returns {type of KEYS[1], HGETALL KEYS[1] (or {} if not a hash), PTTL KEYS[1],
+--          counter or false, HGETALL KEYS[3]}.
+local kind = redis.call('type', KEYS[1])['ok']
+local fields = {}
+if kind == 'hash' then
+  fields = redis.call('hgetall', KEYS[1])
+end
+return {kind, fields, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]),
+        redis.call('hgetall', KEYS[3])}

@@ -1,0 +1,99 @@
+#include "dlock/inspect.hpp"
+
+#include <charconv>
+#include <map>
+
+#include "dlock/keys.hpp"
+#include "runtime/blocking.hpp"
+#include "runtime/client_impl.hpp"
+#include "scripts/script.hpp"
+#include "sync/mutex_ops.hpp"
+
+namespace dlock {
+namespace {
+
+std::int64_t to_int(const std::string& s) {
+  std::int64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+reply run_script(detail::client_impl& c, const std::string& name, std::error_code& ec) {
+  const auto counter = keys::fencing_counter(name), info = keys::holder_info(name);
+  return detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
+    std::string_view ks[] = {name, counter, info};
+    c.scripts().eval(scripts::lock_inspect, ks, {}, c.cfg().command_timeout, std::move(done));
+  });
+}
+
+}  // namespace
+
+lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
+  ec.clear();
+  lock_status out;
+  auto& c = cl.impl();
+  if ((ec = detail::validate_name(c.cfg(), name))) return out;
+  auto r = run_script(c, name, ec);
+  if (ec) return out;
+  const auto& e = r.elements();
+  if (e.size() != 5) {
+    ec = errc::protocol_error;
+    return out;
+  }
+  if (e[0].str() != "hash" && e[0].str() != "none") {
+    ec = errc::wrong_type;
+    return out;
+  }
+  std::map<std::string, std::string> info;
+  for (std::size_t i = 0; i + 1 < e[4].elements().size(); i += 2) {
+    info[e[4].elements()[i].str()] = e[4].elements()[i + 1].str();
+  }
+  const auto& fields = e[1].elements();
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    holder h;
+    h.owner = fields[i].str();
+    h.count = static_cast<std::uint32_t>(to_int(fields[i + 1].str()));
+    auto get = [&](const char* f) {
+      auto it = info.find(h.owner + ":" + f);
+      return it == info.end() ? std::string{} : it->second;
+    };
+    h.host = get("host");
+    h.pid = to_int(get("pid"));
+    h.command = get("command");
+    h.acquired_unix_ms = to_int(get("acquired_ms"));
+    out.holders.push_back(std::move(h));
+  }
+  out.held = !out.holders.empty();
+  out.remaining_lease = std::chrono::milliseconds{e[2].integer()};
+  out.fencing_counter = static_cast<std::uint64_t>(e[3].to_integer().value_or(0));
+  auto subs = cl.execute({"PUBSUB", "NUMSUB", keys::lock_channel(name)}, ec);
+  if (ec) return out;
+  if (subs.elements().size() == 2) out.subscribers = subs.elements()[1].integer();
+  return out;
+}
+
+lock_status inspect(client& c, const std::string& name) {
+  std::error_code ec;
+  auto s = inspect(c, name, ec);
+  throw_if(ec);
+  return s;
+}
+
+void describe_holder(client& c, const std::string& name, const holder& h,
+                     std::chrono::milliseconds ttl, std::error_code& ec) {
+  const auto key = keys::holder_info(name);
+  c.execute({"HSET", key, h.owner + ":host", h.host, h.owner + ":pid", std::to_string(h.pid),
+             h.owner + ":command", h.command, h.owner + ":acquired_ms",
+             std::to_string(h.acquired_unix_ms)},
+            ec);
+  if (!ec) c.execute({"PEXPIRE", key, std::to_string(ttl.count())}, ec);
+}
+
+void forget_holder(client& c, const std::string& name, const std::string& owner,
+                   std::error_code& ec) {
+  c.execute({"HDEL", keys::holder_info(name), owner + ":host", owner + ":pid",
+             owner + ":command", owner + ":acquired_ms"},
+            ec);
+}
+
+}  // namespace dlock
