@@ -1,0 +1,87 @@
+#include "cli.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace dlock_cli {
+
+namespace {
+std::string percent_encode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : s) {
+    const auto ch = static_cast<unsigned char>(c);
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~' || ch == '/') {
+      out.push_back(static_cast<char>(ch));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[ch >> 4]);
+      out.push_back(hex[ch & 15]);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+dlock::config make_config(const global_options& g) {
+  std::string url = g.url;
+  if (url.empty()) {
+    const char* env = std::getenv("DLOCK_URL");
+    url = env && *env ? env : "redis://127.0.0.1:6379";
+  }
+  // Options are appended as URI parameters, so they are checked exactly like the URI's own.
+  std::string extra;
+  auto add = [&](const char* key, const std::string& value) {
+    if (value.empty()) return;
+    extra += extra.empty() && url.find('?') == std::string::npos ? '?' : '&';
+    extra += key;
+    extra += '=';
+    extra += percent_encode(value);
+  };
+  add("ca", g.ca);
+  add("cert", g.cert);
+  add("key", g.key);
+  add("sni", g.sni);
+  add("timeout", g.timeout);
+  auto cfg = dlock::config::from_uri(url + extra);
+  if (!g.user.empty()) cfg.username = g.user;
+  if (!g.password.empty()) cfg.password = g.password;
+  cfg.client_name = "dlock-cli";
+  std::string reason;
+  if (auto ec = cfg.validate(reason)) throw dlock::lock_error(ec, reason);
+  return cfg;
+}
+
+std::chrono::milliseconds duration_arg(const std::string& text, const char* what) {
+  std::error_code ec;
+  auto d = dlock::parse_duration(text, ec);
+  if (ec) {
+    throw std::invalid_argument(std::string("bad duration for ") + what + ": '" + text +
+                                "' (use e.g. 250ms, 30s, 2m)");
+  }
+  return d;
+}
+
+int exit_code_for(std::error_code ec) {
+  using dlock::errc;
+  if (ec == errc::invalid_argument || ec == errc::invalid_uri || ec == errc::wrong_type) {
+    return exit_usage;
+  }
+  if (ec == errc::timeout) return exit_tempfail;
+  if (ec == errc::lease_lost) return exit_software;
+  return exit_unavailable;  // connection, auth, TLS, permission, server state
+}
+
+void complain(const std::string& what, const std::string& message) {
+  std::fprintf(stderr, "dlock: %s: %s\n", what.c_str(), message.c_str());
+}
+
+void complain(const std::string& what, std::error_code ec) { complain(what, ec.message()); }
+
+void verbose(const global_options& g, const std::string& line) {
+  if (g.verbose) std::fprintf(stderr, "dlock: %s\n", line.c_str());
+}
+
+}  // namespace dlock_cli

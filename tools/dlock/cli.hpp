@@ -1,0 +1,56 @@
+// The dlock command: shared pieces of its subcommands.
+#pragma once
+
+#include <dlock/dlock.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace dlock_cli {
+
+// Exit codes (sysexits.h where one fits).
+inline constexpr int exit_held = 0, exit_free = 1;
+inline constexpr int exit_usage = 64;        // EX_USAGE: bad usage or bad input
+inline constexpr int exit_unavailable = 69;  // EX_UNAVAILABLE: Redis unreachable, auth, TLS
+inline constexpr int exit_software = 70;     // EX_SOFTWARE: the lease was lost while CMD ran
+inline constexpr int exit_tempfail = 75;     // EX_TEMPFAIL: not acquired within --wait
+inline constexpr int exit_not_found = 127;   // CMD not found
+
+struct global_options {
+  std::string url;  // --url, else $DLOCK_URL, else redis://127.0.0.1:6379
+  std::string user, password, ca, cert, key, sni;
+  std::string timeout;  // --timeout, a duration
+  bool verbose = false;
+};
+
+// The config the options describe. Throws dlock::lock_error (errc::invalid_uri, ...) with the
+// reason on bad input.
+dlock::config make_config(const global_options& g);
+
+// Parses `250ms`, `30s`, `2m`; throws std::invalid_argument naming `what` on bad input.
+std::chrono::milliseconds duration_arg(const std::string& text, const char* what);
+
+// Maps an error to the exit code the command reports for it.
+int exit_code_for(std::error_code ec);
+
+// One line on stderr: "dlock: <what>: <message>".
+void complain(const std::string& what, std::error_code ec);
+void complain(const std::string& what, const std::string& message);
+
+// Diagnostics on stderr with -v.
+void verbose(const global_options& g, const std::string& line);
+
+struct exec_options {
+  std::optional<std::string> wait, lease;
+  std::string kill_after = "10s";
+  std::string name;
+  std::vector<std::string> command;
+};
+int run_exec(const global_options& g, const exec_options& o);
+
+int run_status(const global_options& g, const std::string& name, bool json);
+int run_unlock(const global_options& g, const std::string& name, bool force);
+int run_ping(const global_options& g);
+
+}  // namespace dlock_cli

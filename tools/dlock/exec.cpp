@@ -1,0 +1,245 @@
+// dlock exec: run a command while holding a lock, like flock(1) across hosts.
+//
+// The main thread waits for signals only: SIGCHLD (the command ended), SIGINT/SIGTERM/SIGHUP
+// (forwarded to the command), SIGUSR2 (the lock was acquired) and SIGUSR1 (the lease was lost),
+// the last two raised by dlock's I/O thread. All of them are blocked in every thread before the
+// client starts, so they stay pending until sigtimedwait takes them; nothing polls.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "cli.hpp"
+
+namespace dlock_cli {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+sigset_t handled_signals() {
+  sigset_t s;
+  sigemptyset(&s);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&s, sig);
+  return s;
+}
+
+// Waits for one of `set` up to `limit`; 0 on timeout.
+int wait_signal(const sigset_t& set, std::chrono::milliseconds limit) {
+  timespec ts{static_cast<time_t>(limit.count() / 1000), static_cast<long>(limit.count() % 1000) * 1'000'000};
+  for (;;) {
+    int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig >= 0) return sig;
+    if (errno == EAGAIN) return 0;
+    if (errno != EINTR) return 0;
+  }
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += ' ';
+    out += s;
+  }
+  return out;
+}
+
+// Starts the command with the default signal mask and the lock's details in its environment.
+// Returns its pid, or -errno when it could not be executed.
+pid_t start_command(const exec_options& o, std::uint64_t token) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return -e;
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    setenv("DLOCK_NAME", o.name.c_str(), 1);
+    setenv("DLOCK_FENCING_TOKEN", std::to_string(token).c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int e = errno;
+    [[maybe_unused]] auto n = write(fds[1], &e, sizeof e);
+    _exit(127);
+  }
+  close(fds[1]);
+  int e = 0;
+  ssize_t n;
+  do {
+    n = read(fds[0], &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+  close(fds[0]);
+  if (n == static_cast<ssize_t>(sizeof e)) {
+    waitpid(pid, nullptr, 0);
+    return -e;
+  }
+  return pid;
+}
+
+int exit_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return exit_software;
+}
+
+struct acquisition {
+  std::mutex mu;
+  bool done = false;
+  std::error_code ec;
+  dlock::lease lease;
+};
+
+}  // namespace
+
+int run_exec(const global_options& g, const exec_options& o) {
+  std::optional<std::chrono::milliseconds> wait, lease_time;
+  std::chrono::milliseconds kill_after{};
+  try {
+    if (o.wait) wait = duration_arg(*o.wait, "--wait");
+    if (o.lease) lease_time = duration_arg(*o.lease, "--lease");
+    kill_after = duration_arg(o.kill_after, "--kill-after");
+  } catch (const std::invalid_argument& e) {
+    complain("exec", e.what());
+    return exit_usage;
+  }
+  if (o.name.empty()) {
+    complain("exec", "the lock name must not be empty");
+    return exit_usage;
+  }
+  if (lease_time && lease_time->count() == 0) {
+    complain("exec", "--lease must be positive");
+    return exit_usage;
+  }
+  const sigset_t signals = handled_signals();
+  sigprocmask(SIG_BLOCK, &signals, nullptr);  // before the client's threads exist: they inherit it
+
+  dlock::client client{make_config(g)};
+  dlock::mutex m{client, o.name};
+  const pid_t self = getpid();
+  acquisition got;
+  auto on_acquired = [&got, self](std::error_code ec, dlock::lease l) {
+    {
+      std::lock_guard lock{got.mu};
+      got.done = true;
+      got.ec = ec;
+      got.lease = std::move(l);
+    }
+    kill(self, SIGUSR2);
+  };
+  const auto wait_started = steady::now();
+  if (!wait) {
+    if (lease_time) {
+      m.async_lock(*lease_time, on_acquired);
+    } else {
+      m.async_lock(on_acquired);
+    }
+  } else if (lease_time) {
+    m.async_lock_for(*wait, *lease_time, on_acquired);
+  } else {
+    m.async_lock_for(*wait, on_acquired);
+  }
+  verbose(g, "waiting for " + o.name);
+
+  for (;;) {
+    const int sig = wait_signal(signals, 1h);
+    if (sig == SIGUSR2) {
+      std::lock_guard lock{got.mu};
+      if (got.done) break;
+    } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      client.shutdown();  // abandons the wait; a lease acquired meanwhile is released first
+      std::lock_guard lock{got.mu};
+      if (got.lease.owns()) got.lease.unlock(got.ec);
+      return 128 + sig;
+    }
+  }
+  if (got.ec == dlock::errc::timeout) {
+    verbose(g, o.name + " not acquired within the wait");
+    return exit_tempfail;
+  }
+  if (got.ec) {
+    complain("exec: " + o.name, got.ec);
+    return exit_code_for(got.ec);
+  }
+  dlock::lease lease = std::move(got.lease);
+  verbose(g, "acquired " + o.name + " with fencing token " + std::to_string(lease.fencing_token()) +
+                 " after " +
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    steady::now() - wait_started).count()) + " ms");
+  lease.on_lost([self] { kill(self, SIGUSR1); });
+
+  const auto info_ttl = lease_time.value_or(client.cfg().watchdog_lease);
+  dlock::holder me{lease.owner(), 1, host_name(), static_cast<std::int64_t>(self), join(o.command),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count()};
+  std::error_code ec;
+  dlock::describe_holder(client, o.name, me, info_ttl, ec);  // best effort: only for `status`
+
+  const pid_t child = start_command(o, lease.fencing_token());
+  int code = 0;
+  bool lost = false;
+  if (child < 0) {
+    complain("exec: " + o.command.front(), std::strerror(-child));
+    code = -child == ENOENT ? exit_not_found : 126;
+  } else {
+    auto next_refresh = steady::now() + info_ttl / 3;
+    auto kill_at = steady::time_point::max();  // max: no SIGKILL pending
+    for (;;) {
+      auto now = steady::now();
+      const auto until = std::min(next_refresh, kill_at);
+      const int sig = wait_signal(
+          signals, std::max(0ms, std::chrono::duration_cast<std::chrono::milliseconds>(until - now)));
+      int status = 0;
+      if (sig == SIGCHLD && waitpid(child, &status, WNOHANG) == child) {
+        code = exit_status(status);
+        break;
+      }
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) kill(child, sig);
+      if (sig == SIGUSR1 && !lost) {
+        lost = true;
+        complain("exec: " + o.name,
+                 "lease lost while the command ran (the lock was taken away or could not be "
+                 "renewed in time); stopping the command");
+        kill(child, SIGTERM);
+        kill_at = steady::now() + kill_after;
+      }
+      now = steady::now();
+      if (now >= kill_at) {
+        kill(child, SIGKILL);
+        kill_at = steady::time_point::max();
+      }
+      if (now >= next_refresh) {
+        dlock::describe_holder(client, o.name, me, info_ttl, ec);
+        next_refresh = now + info_ttl / 3;
+      }
+    }
+  }
+  dlock::forget_holder(client, o.name, me.owner, ec);
+  lease.unlock(ec);
+  if (lost || ec == dlock::errc::lease_lost) {
+    if (!lost) complain("exec: " + o.name, "lease lost before the lock was released");
+    return exit_software;
+  }
+  if (ec) complain("exec: unlock " + o.name, ec);  // the lock expires with its lease
+  return code;
+}
+
+}  // namespace dlock_cli
