@@ -2,34 +2,25 @@
 // holder frozen with SIGSTOP past its lease, mutual exclusion of 8 processes on one file, and
 // interoperability with an independent client of Redisson's RLock protocol (a Python script).
 //
-// The other processes are dlock_lock_worker (lock_worker.cpp) and redisson_client.py, each
-// spawned with its stdin, stdout and stderr on pipes, killed with SIGKILL by its destructor and
-// reaped. Every wait is bounded.
-#include <fcntl.h>
+// The other processes are dlock_lock_worker (lock_worker.cpp) and redisson_client.py, each a
+// dlock::test::child_process (support/child_process.hpp): stdin, stdout and stderr on pipes,
+// killed with SIGKILL by its destructor and reaped. Every wait is bounded.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <fstream>
 #include <future>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dlock/mutex.hpp"
 #include "dlock/keys.hpp"
 #include "runtime/owner.hpp"
+#include "support/child_process.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -53,172 +44,7 @@ milliseconds ms_since(steady::time_point t) {
   return std::chrono::duration_cast<milliseconds>(steady::now() - t);
 }
 
-[[noreturn]] void throw_errno(const std::string& what) {
-  throw std::runtime_error(what + ": " + std::strerror(errno));
-}
-
-// A child process with its stdin, stdout and stderr on pipes. Destruction kills it (SIGKILL)
-// and reaps it, so no test leaves a process behind; the child also gets SIGKILL if the thread
-// that spawned it (the test's) dies, and its stdin reaches EOF if the test process dies.
-class child_process {
- public:
-  explicit child_process(std::vector<std::string> argv) : argv_{std::move(argv)} {
-    int in[2], out[2], err[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) throw_errno("pipe2");
-    if (::pipe2(out, O_CLOEXEC) != 0) throw_errno("pipe2");
-    if (::pipe2(err, O_CLOEXEC | O_NONBLOCK) != 0) throw_errno("pipe2");
-    std::vector<char*> cargv;
-    for (auto& a : argv_) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) {
-      const int e = errno;
-      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
-      errno = e;
-      throw_errno("fork");
-    }
-    if (pid_ == 0) {
-      // Only async-signal-safe calls from here to exec.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(126);
-      sigset_t none;
-      ::sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::signal(SIGPIPE, SIG_DFL);
-      ::fcntl(err[1], F_SETFL, 0);  // blocking for the child
-      if (::dup2(in[0], 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) ::_exit(126);
-      ::syscall(SYS_close_range, 3U, ~0U, 0U);
-      ::execv(cargv[0], cargv.data());
-      static constexpr char msg[] = "exec failed\n";
-      [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
-      ::_exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    ::close(err[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-    stderr_ = err[0];
-  }
-
-  ~child_process() {
-    kill9();
-    close_fd(stdin_);
-    close_fd(stdout_);
-    close_fd(stderr_);
-  }
-  child_process(const child_process&) = delete;
-  child_process& operator=(const child_process&) = delete;
-
-  pid_t pid() const noexcept { return pid_; }
-
-  // The next line of its stdout (without the newline), or nullopt if none came within `limit`
-  // or stdout closed first.
-  std::optional<std::string> read_line(milliseconds limit) {
-    const auto deadline = steady::now() + limit;
-    for (;;) {
-      if (auto nl = out_.find('\n'); nl != std::string::npos) {
-        std::string line = out_.substr(0, nl);
-        out_.erase(0, nl + 1);
-        return line;
-      }
-      if (stdout_ < 0) return std::nullopt;
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
-      if (left <= 0ms) return std::nullopt;
-      pollfd p{stdout_, POLLIN, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw_errno("poll");
-      if (r == 0) continue;
-      char buf[4096];
-      const auto n = ::read(stdout_, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        close_fd(stdout_);
-        continue;
-      }
-      out_.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-
-  // Closes its stdin: the workers take EOF as "release and exit".
-  void close_stdin() { close_fd(stdin_); }
-
-  // SIGSTOP / SIGCONT, each waited for until the kernel reports the state change.
-  void pause() {
-    ::kill(pid_, SIGSTOP);
-    wait_state(WUNTRACED, [](int st) { return WIFSTOPPED(st); }, "stop");
-  }
-  void resume() {
-    ::kill(pid_, SIGCONT);
-    wait_state(WCONTINUED, [](int st) { return WIFCONTINUED(st); }, "continue");
-  }
-
-  // SIGKILL and reap (no-op once reaped).
-  void kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
-
-  // Waits up to `limit` for it to exit: its exit status, -1 if a signal ended it, nullopt if
-  // it is still running.
-  std::optional<int> wait_exit(milliseconds limit) {
-    if (pid_ <= 0) return exit_status_;
-    dlock::test::wait_until(
-        [&] {
-          int st = 0;
-          const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-          if (r != pid_) return false;
-          pid_ = -1;
-          exit_status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-          return true;
-        },
-        limit);
-    if (pid_ > 0) return std::nullopt;
-    return exit_status_;
-  }
-
-  // What it wrote to stderr so far, and its stdout not yet read: for failure messages.
-  std::string diagnostics() {
-    for (;;) {
-      char buf[4096];
-      const auto n = stderr_ >= 0 ? ::read(stderr_, buf, sizeof buf) : 0;
-      if (n <= 0) break;
-      err_.append(buf, static_cast<std::size_t>(n));
-    }
-    std::string cmd;
-    for (const auto& a : argv_) cmd += (cmd.empty() ? "" : " ") + a;
-    return "[" + cmd + "] stderr: '" + err_ + "' unread stdout: '" + out_ + "'";
-  }
-
- private:
-  template <class Pred>
-  void wait_state(int flags, Pred pred, const char* what) {
-    const bool ok = dlock::test::wait_until(
-        [&] {
-          int st = 0;
-          return ::waitpid(pid_, &st, flags | WNOHANG) == pid_ && pred(st);
-        },
-        5s);
-    if (!ok) throw std::runtime_error(std::string{"child did not "} + what + ": " + diagnostics());
-  }
-
-  static void close_fd(int& fd) {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-
-  std::vector<std::string> argv_;
-  pid_t pid_ = -1;
-  int stdin_ = -1, stdout_ = -1, stderr_ = -1;
-  std::string out_, err_;
-  std::optional<int> exit_status_;
-};
+using dlock::test::child_process;
 
 // "acquired 17" -> 17; nullopt for anything else.
 std::optional<std::uint64_t> acquired_token(const std::optional<std::string>& line) {

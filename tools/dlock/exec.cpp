@@ -11,8 +11,13 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <stop_token>
+#include <thread>
+
+#include <asio/use_future.hpp>
 
 #include "cli.hpp"
 
@@ -108,6 +113,38 @@ struct acquisition {
   dlock::lease lease;
 };
 
+// Refreshes the holder description (for `dlock status`) every ttl/3 on a thread of its own: a
+// refresh waits for Redis, up to the command timeout when Redis does not answer, and the main
+// thread must not, since that is exactly when the lease-lost signal comes and the command has
+// to be stopped at once. Created after the signals were blocked, so it inherits the mask.
+class holder_refresh {
+ public:
+  holder_refresh(dlock::client& c, const std::string& name, const dlock::holder& h,
+                 std::chrono::milliseconds ttl)
+      : thread_{[&c, name, h, ttl](std::stop_token stopping) {
+          std::mutex mu;
+          std::condition_variable_any cv;
+          std::unique_lock lock{mu};
+          // True once stop is requested (which wakes it), false after each ttl/3.
+          // At most every 100 ms, however short the lease.
+          const auto period = std::max<std::chrono::milliseconds>(ttl / 3, 100ms);
+          while (!cv.wait_for(lock, stopping, period,
+                              [&stopping] { return stopping.stop_requested(); })) {
+            std::error_code ec;
+            dlock::describe_holder(c, name, h, ttl, ec);  // best effort
+          }
+        }} {}
+  // Waits for a refresh in flight (bounded by the command timeout).
+  void stop() {
+    if (!thread_.joinable()) return;
+    thread_.request_stop();
+    thread_.join();
+  }
+
+ private:
+  std::jthread thread_;
+};
+
 }  // namespace
 
 int run_exec(const global_options& g, const exec_options& o) {
@@ -200,13 +237,14 @@ int run_exec(const global_options& g, const exec_options& o) {
     complain("exec: " + o.command.front(), std::strerror(-child));
     code = -child == ENOENT ? exit_not_found : 126;
   } else {
-    auto next_refresh = steady::now() + info_ttl / 3;
+    holder_refresh refresh{client, o.name, me, info_ttl};
     auto kill_at = steady::time_point::max();  // max: no SIGKILL pending
     for (;;) {
-      auto now = steady::now();
-      const auto until = std::min(next_refresh, kill_at);
-      const int sig = wait_signal(
-          signals, std::max(0ms, std::chrono::duration_cast<std::chrono::milliseconds>(until - now)));
+      using std::chrono::milliseconds;
+      const auto limit = kill_at == steady::time_point::max()
+                             ? milliseconds{1h}
+                             : std::chrono::ceil<milliseconds>(kill_at - steady::now());
+      const int sig = wait_signal(signals, std::max(0ms, limit));
       int status = 0;
       if (sig == SIGCHLD && waitpid(child, &status, WNOHANG) == child) {
         code = exit_status(status);
@@ -221,21 +259,26 @@ int run_exec(const global_options& g, const exec_options& o) {
         kill(child, SIGTERM);
         kill_at = steady::now() + kill_after;
       }
-      now = steady::now();
-      if (now >= kill_at) {
+      if (steady::now() >= kill_at) {
         kill(child, SIGKILL);
         kill_at = steady::time_point::max();
       }
-      if (now >= next_refresh) {
-        dlock::describe_holder(client, o.name, me, info_ttl, ec);
-        next_refresh = now + info_ttl / 3;
-      }
     }
+    refresh.stop();
+  }
+  if (lost) {
+    // The command is stopped; do not keep the caller waiting on a Redis that may not answer
+    // (that is often why the lease was lost). Clean up if it does, within a second; the
+    // release is owner-checked, so it cannot touch a new holder's lock either way. The holder
+    // description expires by itself, and status ignores it once the owner is gone.
+    auto cleanup = lease.async_unlock(asio::use_future);
+    cleanup.wait_for(1s);
+    return exit_software;
   }
   dlock::forget_holder(client, o.name, me.owner, ec);
   lease.unlock(ec);
-  if (lost || ec == dlock::errc::lease_lost) {
-    if (!lost) complain("exec: " + o.name, "lease lost before the lock was released");
+  if (ec == dlock::errc::lease_lost) {
+    complain("exec: " + o.name, "lease lost before the lock was released");
     return exit_software;
   }
   if (ec) complain("exec: unlock " + o.name, ec);  // the lock expires with its lease
