@@ -49,5 +49,7 @@ void describe_holder(client& c, const std::string& name, const holder& h,
                      std::chrono::milliseconds ttl, std::error_code& ec);
 void forget_holder(client& c, const std::string& name, const std::string& owner,
                    std::error_code& ec);
+// The fields of keys::holder_info(name) that describe `owner`.
+std::vector<std::string> holder_fields(const std::string& owner);
 
 }  // namespace dlock

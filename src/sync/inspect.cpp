@@ -53,14 +53,15 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
     holder h;
     h.owner = fields[i].str();
     h.count = static_cast<std::uint32_t>(to_int(fields[i + 1].str()));
-    auto get = [&](const char* f) {
-      auto it = info.find(h.owner + ":" + f);
+    const auto names = holder_fields(h.owner);  // host, pid, command, acquired_ms
+    auto get = [&](std::size_t field) {
+      auto it = info.find(names[field]);
       return it == info.end() ? std::string{} : it->second;
     };
-    h.host = get("host");
-    h.pid = to_int(get("pid"));
-    h.command = get("command");
-    h.acquired_unix_ms = to_int(get("acquired_ms"));
+    h.host = get(0);
+    h.pid = to_int(get(1));
+    h.command = get(2);
+    h.acquired_unix_ms = to_int(get(3));
     out.holders.push_back(std::move(h));
   }
   out.held = !out.holders.empty();
@@ -82,18 +83,22 @@ lock_status inspect(client& c, const std::string& name) {
 void describe_holder(client& c, const std::string& name, const holder& h,
                      std::chrono::milliseconds ttl, std::error_code& ec) {
   const auto key = keys::holder_info(name);
-  c.execute({"HSET", key, h.owner + ":host", h.host, h.owner + ":pid", std::to_string(h.pid),
-             h.owner + ":command", h.command, h.owner + ":acquired_ms",
+  const auto f = holder_fields(h.owner);
+  c.execute({"HSET", key, f[0], h.host, f[1], std::to_string(h.pid), f[2], h.command, f[3],
              std::to_string(h.acquired_unix_ms)},
             ec);
   if (!ec) c.execute({"PEXPIRE", key, std::to_string(ttl.count())}, ec);
 }
 
+std::vector<std::string> holder_fields(const std::string& owner) {
+  return {owner + ":host", owner + ":pid", owner + ":command", owner + ":acquired_ms"};
+}
+
 void forget_holder(client& c, const std::string& name, const std::string& owner,
                    std::error_code& ec) {
-  c.execute({"HDEL", keys::holder_info(name), owner + ":host", owner + ":pid",
-             owner + ":command", owner + ":acquired_ms"},
-            ec);
+  std::vector<std::string> args{"HDEL", keys::holder_info(name)};
+  for (auto& f : holder_fields(owner)) args.push_back(std::move(f));
+  c.execute(std::move(args), ec);
 }
 
 }  // namespace dlock

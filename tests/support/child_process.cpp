@@ -184,7 +184,15 @@ void child_process::wait_state(int flags, bool (*pred)(int), const char* what) {
   const bool ok = wait_until(
       [&] {
         int st = 0;
-        return ::waitpid(pid_, &st, flags | WNOHANG) == pid_ && pred(st);
+        if (::waitpid(pid_, &st, flags | WNOHANG) != pid_) return false;
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+          // It already ran on and ended (e.g. resumed, finished its work and exited before we
+          // looked): that waitpid reaped it, so keep its status for wait_exit().
+          pid_ = -1;
+          exit_status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+          return true;
+        }
+        return pred(st);
       },
       5s);
   if (!ok) throw std::runtime_error(std::string{"child did not "} + what + ": " + diagnostics());

@@ -269,10 +269,14 @@ int run_exec(const global_options& g, const exec_options& o) {
   if (lost) {
     // The command is stopped; do not keep the caller waiting on a Redis that may not answer
     // (that is often why the lease was lost). Clean up if it does, within a second; the
-    // release is owner-checked, so it cannot touch a new holder's lock either way. The holder
-    // description expires by itself, and status ignores it once the owner is gone.
-    auto cleanup = lease.async_unlock(asio::use_future);
-    cleanup.wait_for(1s);
+    // release is owner-checked, so it cannot touch a new holder's lock either way.
+    std::vector<std::string> forget{"HDEL", dlock::keys::holder_info(o.name)};
+    for (auto& f : dlock::holder_fields(me.owner)) forget.push_back(std::move(f));
+    auto forgotten = client.async_execute(std::move(forget), asio::use_future);
+    auto released = lease.async_unlock(asio::use_future);
+    const auto limit = steady::now() + 1s;
+    forgotten.wait_until(limit);
+    released.wait_until(limit);
     return exit_software;
   }
   dlock::forget_holder(client, o.name, me.owner, ec);
