@@ -2,6 +2,7 @@
 
 #include <hiredis/read.h>
 
+#include <algorithm>
 #include <memory>
 #include <new>
 
@@ -11,15 +12,18 @@ namespace dlock::resp {
 namespace {
 
 // hiredis calls these as it parses. The root reply is heap-allocated and owned by us once
-// redisReaderGetReply hands it over; a nested element lives inside its parent's vector (sized
-// up-front by create_array, so the pointers we return stay valid).
+// redisReaderGetReply hands it over; a nested element is appended to its parent's vector.
+// Elements arrive in order, and hiredis only uses the pointer of the container it is filling,
+// whose address cannot change meanwhile (its own container grows only after it is complete).
+// Growing as elements arrive, rather than sizing from the header, means a header claiming
+// millions of elements costs nothing until they are actually received.
 reply* place(const redisReadTask* task, reply&& value) noexcept {
   try {
     if (task->parent != nullptr) {
-      auto* parent = static_cast<reply*>(task->parent->obj);
-      auto& slot = parent->elements()[static_cast<std::size_t>(task->idx)];
-      slot = std::move(value);
-      return &slot;
+      auto& siblings = static_cast<reply*>(task->parent->obj)->elements();
+      if (static_cast<std::size_t>(task->idx) != siblings.size()) return nullptr;
+      siblings.push_back(std::move(value));
+      return &siblings.back();
     }
     return new reply(std::move(value));
   } catch (const std::bad_alloc&) {
@@ -42,7 +46,9 @@ void* create_string(const redisReadTask* task, char* str, size_t len) {
 
 void* create_array(const redisReadTask* task, int elements) {
   try {
-    return place(task, reply::make_array(std::vector<reply>(static_cast<std::size_t>(elements))));
+    std::vector<reply> elems;
+    elems.reserve(std::min<std::size_t>(static_cast<std::size_t>(elements), 16));
+    return place(task, reply::make_array(std::move(elems)));
   } catch (const std::bad_alloc&) {
     return nullptr;
   }

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -350,6 +353,38 @@ TEST(reply, equality) {
   EXPECT_NE(integer(1), integer(2));
   EXPECT_NE(array({}), reply::make_nil());
   EXPECT_NE(array({integer(1)}), array({integer(1), integer(1)}));
+}
+
+}  // namespace
+
+namespace {
+
+long resident_kb() {
+  std::ifstream statm{"/proc/self/statm"};
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// Found by the reply fuzzer: "*22220221\r\n" made the reader allocate room for 22 million
+// replies (about 1.7 GB) before a single one arrived.
+TEST(reader_limits, an_array_header_costs_nothing_until_its_elements_arrive) {
+  dlock::resp::reader r;
+  const long before = resident_kb();
+  r.feed("*100000000\r\n:1\r\n:2\r\n");
+  std::error_code ec;
+  EXPECT_FALSE(r.next(ec).has_value());
+  EXPECT_FALSE(ec);
+  EXPECT_LT(resident_kb() - before, 64 * 1024) << "kB resident after a 100M-element header";
+}
+
+TEST(reader_limits, nested_arrays_grow_in_place_and_read_back_in_order) {
+  dlock::resp::reader r;
+  r.feed("*3\r\n*2\r\n:1\r\n*1\r\n$1\r\na\r\n:2\r\n*0\r\n");
+  std::error_code ec;
+  auto rep = r.next(ec);
+  ASSERT_TRUE(rep);
+  EXPECT_EQ(dlock::to_string(*rep), "[[(integer) 1, [\"a\"]], (integer) 2, []]");
 }
 
 }  // namespace
