@@ -1,0 +1,122 @@
+// dlock_floor_pair — the floor of one lock+unlock pair: the same two Lua scripts dlock runs
+// (mutex_acquire, mutex_release, embedded from src/scripts/lua), sent back to back over one
+// plain TCP connection with hiredis' synchronous API. No dlock runtime, no threads, no pipelining:
+// two round trips and the scripts' own work, which no client library can go below.
+//
+//   dlock_floor_pair --host 127.0.0.1 --port 6379 [--iterations 20000] [--warmup 500]
+//                    [--name bench:floor:pair] [--samples FILE]
+//
+// Prints one JSON object: {"system": "floor-pair", "n", "p50_us", "p99_us", "mean_us", ...}.
+// `--samples` writes each pair's latency (µs), one per line. Exits 1 on any unexpected reply.
+#include <hiredis/hiredis.h>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "scripts/script.hpp"
+
+namespace {
+
+struct free_reply {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using reply_ptr = std::unique_ptr<redisReply, free_reply>;
+
+class conn {
+ public:
+  conn(const std::string& host, int port) : c_{redisConnect(host.c_str(), port)} {
+    if (c_ == nullptr || c_->err != 0) {
+      throw std::runtime_error("connect: " + std::string{c_ != nullptr ? c_->errstr : "no memory"});
+    }
+  }
+  ~conn() { redisFree(c_); }
+  conn(const conn&) = delete;
+  conn& operator=(const conn&) = delete;
+
+  // One command, argv as given; throws on a connection error.
+  reply_ptr command(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    reply_ptr r{static_cast<redisReply*>(
+        redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()))};
+    if (!r) throw std::runtime_error("command: " + std::string{c_->errstr});
+    return r;
+  }
+
+ private:
+  redisContext* c_;
+};
+
+void load(conn& c, const dlock::scripts::script& s) {
+  auto r = c.command({"SCRIPT", "LOAD", std::string{s.text}});
+  if (r->type != REDIS_REPLY_STRING || std::string{r->str, r->len} != s.sha1) {
+    throw std::runtime_error("SCRIPT LOAD " + std::string{s.name} + " returned an unexpected SHA");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const bench::options opt{argc, argv, 1};
+    conn c{opt.str("host", "127.0.0.1"), static_cast<int>(opt.integer("port", 6379))};
+    const auto iterations = opt.integer("iterations", 20000);
+    const auto warmup = opt.integer("warmup", 500);
+    const std::string name = opt.str("name", "bench:floor:pair");
+    const std::string token_key = "redisson_lock_token:{" + name + "}";
+    const std::string channel = "redisson_lock__channel:{" + name + "}";
+    // An owner field of the length dlock writes: <client uuid>:<thread number>.
+    const std::string owner = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:1";
+    const std::string lease = "30000";
+    load(c, dlock::scripts::mutex_acquire);
+    load(c, dlock::scripts::mutex_release);
+
+    const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
+                                           "2", name, token_key, lease, owner, "0"};
+    const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
+                                           "2", name, channel, "0", lease, owner, "1"};
+    std::vector<double> us;
+    us.reserve(static_cast<std::size_t>(iterations));
+    for (std::int64_t i = 0; i < warmup + iterations; ++i) {
+      const auto t0 = bench::mono_ns();
+      auto a = c.command(acquire);
+      if (a->type != REDIS_REPLY_ARRAY || a->elements != 2 ||
+          a->element[0]->type != REDIS_REPLY_INTEGER || a->element[0]->integer != 0) {
+        throw std::runtime_error("acquire: unexpected reply (is the lock held elsewhere?)");
+      }
+      auto r = c.command(release);
+      if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+        throw std::runtime_error("release: unexpected reply");
+      }
+      const auto t1 = bench::mono_ns();
+      if (i >= warmup) us.push_back(static_cast<double>(t1 - t0) / 1e3);
+    }
+    bench::write_samples(opt.str("samples"), us);
+    const double avg = bench::mean(us);
+    const double p50 = bench::percentile(us, 0.50);
+    const double p99 = bench::percentile(us, 0.99);
+    bench::emit(opt.str("out"), bench::json{}
+                                    .field("system", "floor-pair")
+                                    .field("n", static_cast<std::int64_t>(us.size()))
+                                    .field("p50_us", p50)
+                                    .field("p99_us", p99)
+                                    .field("mean_us", avg)
+                                    .field("min_us", us.front())
+                                    .field("max_us", us.back())
+                                    .str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_floor_pair: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""redis-py's Lock (Debian python3-redis) on scripts/bench's workloads W1-W3.
+
+Same workloads and JSON output as dlock's drivers (bench/pair_bench.cpp, bench/load.cpp), so
+bench/run.py treats every system alike. Run with Debian's /usr/bin/python3.
+
+  redis_py_peer.py w1 --port P [--iterations 20000] [--warmup 500] [--samples FILE]
+  redis_py_peer.py w2 --port P --lockers 50 --seconds S [--start-at NS] [--prefix P]
+  redis_py_peer.py w3 --port P --name N --hold-us 1000 --think-us 1000 --seconds S
+                      [--start-at NS] [--id K] [--poll 0.001]
+
+Locks are taken with a 30 s timeout (the lease; dlock's watchdog lease is 30 s too). A waiting
+acquire() polls every --poll seconds (redis-py's default is 0.1 s; the bench passes 1 ms, the
+hold time: the peer's best case for latency, paid for with commands).
+Timestamps are time.monotonic_ns(): CLOCK_MONOTONIC, the clock every process on the host shares.
+"""
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+import redis
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def start_line(at_ns):
+    if at_ns > 0:
+        delay = (at_ns - time.monotonic_ns()) / 1e9
+        if delay > 0:
+            time.sleep(delay)
+        return max(at_ns, time.monotonic_ns())
+    return time.monotonic_ns()
+
+
+def percentile(sorted_values, q):
+    if not sorted_values:
+        return 0.0
+    rank = max(1, min(len(sorted_values), int(-(-q * len(sorted_values) // 1))))
+    return sorted_values[rank - 1]
+
+
+def client(a):
+    return redis.Redis(host=a.host, port=a.port)
+
+
+def w1(a):
+    r = client(a)
+    lock = r.lock("bench:w1:redispy:%d" % os.getpid(), timeout=30)
+    for _ in range(a.warmup):
+        lock.acquire()
+        lock.release()
+    us = []
+    for _ in range(a.iterations):
+        t0 = time.monotonic_ns()
+        if not lock.acquire():
+            raise RuntimeError("acquire failed")
+        lock.release()
+        us.append((time.monotonic_ns() - t0) / 1e3)
+    if a.samples:
+        with open(a.samples, "w") as f:
+            f.write("".join("%.2f\n" % v for v in us))
+    s = sorted(us)
+    emit({"system": "redis-py", "n": len(us), "p50_us": percentile(s, 0.5),
+          "p99_us": percentile(s, 0.99), "mean_us": sum(us) / len(us), "min_us": s[0],
+          "max_us": s[-1]})
+
+
+def w2(a):
+    r = client(a)
+    prefix = a.prefix or "bench:w2:redispy:%d" % os.getpid()
+    counts = [0] * a.lockers
+    errors = [0] * a.lockers
+    locks = [r.lock("%s:%d" % (prefix, i), timeout=30) for i in range(a.lockers)]
+    for lk in locks:  # open the connections before the start line
+        lk.acquire()
+        lk.release()
+    t0 = start_line(a.start_at)
+    deadline = t0 + int(a.seconds * 1e9)
+
+    def run(i):
+        lk = locks[i]
+        while time.monotonic_ns() < deadline:
+            try:
+                lk.acquire()
+                lk.release()
+                counts[i] += 1
+            except redis.RedisError:
+                errors[i] += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(a.lockers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    secs = (time.monotonic_ns() - t0) / 1e9
+    emit({"system": "redis-py", "lockers": a.lockers, "pairs": sum(counts), "seconds": secs,
+          "pairs_per_s": sum(counts) / secs, "errors": sum(errors)})
+
+
+def w3(a):
+    r = client(a)
+    lock = r.lock(a.name, timeout=30, sleep=a.poll)
+    r.ping()
+    t0 = start_line(a.start_at)
+    deadline = t0 + int(a.seconds * 1e9)
+    events = []
+    errors = 0
+    while True:
+        call = time.monotonic_ns()
+        if call >= deadline:
+            break
+        try:
+            if not lock.acquire(blocking_timeout=(deadline - call) / 1e9):
+                break
+        except redis.RedisError:
+            errors += 1
+            continue
+        acquired = time.monotonic_ns()
+        time.sleep(a.hold_us / 1e6)
+        unlock_call = time.monotonic_ns()
+        try:
+            lock.release()
+        except redis.RedisError:
+            errors += 1
+        unlocked = time.monotonic_ns()
+        events.append([call, acquired, unlock_call, unlocked])
+        time.sleep(a.think_us / 1e6)
+    emit({"system": "redis-py", "id": a.id, "start": t0, "deadline": deadline, "errors": errors,
+          "events": events})
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workload", choices=["w1", "w2", "w3"])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--iterations", type=int, default=20000)
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--samples", default="")
+    p.add_argument("--lockers", type=int, default=50)
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--start-at", type=int, default=0)
+    p.add_argument("--prefix", default="")
+    p.add_argument("--name", default="bench:w3:redispy")
+    p.add_argument("--hold-us", type=int, default=1000)
+    p.add_argument("--think-us", type=int, default=1000)
+    p.add_argument("--id", type=int, default=0)
+    p.add_argument("--poll", type=float, default=0.001)
+    a = p.parse_args()
+    {"w1": w1, "w2": w2, "w3": w3}[a.workload](a)
+
+
+if __name__ == "__main__":
+    main()
