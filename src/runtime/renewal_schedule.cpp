@@ -17,6 +17,12 @@ std::optional<renewal_schedule::clock::time_point> renewal_schedule::trusted_unt
   return it->second.trusted_until;
 }
 
+std::optional<renewal_schedule::clock::time_point> renewal_schedule::due(id h) const {
+  auto it = holds_.find(h);
+  if (it == holds_.end()) return std::nullopt;
+  return std::min(it->second.trusted_until, it->second.renew_at);
+}
+
 std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_point now,
                                                                   clock::duration slack,
                                                                   std::size_t max_batch) {

@@ -34,6 +34,8 @@ class renewal_schedule {
   bool contains(id h) const { return holds_.contains(h); }
   std::size_t size() const noexcept { return holds_.size(); }
   std::optional<clock::time_point> trusted_until(id h) const;
+  // When this hold next needs attention (renewal or expiry); nullopt if unknown.
+  std::optional<clock::time_point> due(id h) const;
 
   // Holds to renew now: those due within `slack` of `now` and not already being renewed, at
   // most `max_batch`. They are marked in flight until confirmed() or failed().

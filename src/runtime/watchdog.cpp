@@ -22,20 +22,22 @@ void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent)
   if (stopped_) return;
   schedule_.add(h->id, sent, h->lease, h->watchdog);
   holds_[h->id] = h;
-  rearm();
+  arm_by(*schedule_.due(h->id));
 }
 
+// A confirmation only moves the hold's times later, and a removal only takes one away: the
+// timer may then fire for nothing, which is harmless (it re-scans), so neither re-scans now.
+// Only add/restore can bring the next due time forward. This keeps taking and releasing locks
+// O(1) however many the client holds (a full scan per change made N locks cost O(N^2)).
 void watchdog::refreshed(const hold_state& h, clock::time_point sent) {
   if (!schedule_.contains(h.id)) return;
   schedule_.confirmed(h.id, sent);
-  rearm();
 }
 
 std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
   auto saved = schedule_.snapshot(h.id);
   schedule_.remove(h.id);
   holds_.erase(h.id);
-  rearm();
   return saved;
 }
 
@@ -43,7 +45,12 @@ void watchdog::restore(const std::shared_ptr<hold_state>& h, const renewal_sched
   if (stopped_ || h->lost) return;
   schedule_.restore(h->id, e);
   holds_[h->id] = h;
-  rearm();
+  arm_by(*schedule_.due(h->id));
+}
+
+void watchdog::arm_by(clock::time_point t) {
+  if (stopped_ || t >= armed_for_) return;
+  arm(t);
 }
 
 std::optional<watchdog::clock::time_point> watchdog::trusted_until(const hold_state& h) const {
@@ -64,10 +71,13 @@ void watchdog::rearm() {
     timer_.cancel();
     return;
   }
-  if (*next == armed_for_) return;
-  armed_for_ = *next;
-  timer_.expires_at(*next);
-  timer_.async_wait([this, alive = alive_, at = *next](std::error_code ec) {
+  if (*next != armed_for_) arm(*next);
+}
+
+void watchdog::arm(clock::time_point at) {
+  armed_for_ = at;
+  timer_.expires_at(at);
+  timer_.async_wait([this, alive = alive_, at](std::error_code ec) {
     if (ec || !*alive || armed_for_ != at) return;
     armed_for_ = clock::time_point::max();
     on_timer();

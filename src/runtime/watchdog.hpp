@@ -45,7 +45,9 @@ class watchdog {
   std::uint64_t leases_lost() const noexcept { return leases_lost_.load(); }
 
  private:
-  void rearm();
+  void rearm();                        // full scan: the timer for the next due time
+  void arm_by(clock::time_point t);    // make sure the timer fires no later than t
+  void arm(clock::time_point at);
   void on_timer();
   void renew(const std::vector<renewal_schedule::id>& batch);
   void lose(renewal_schedule::id h);
