@@ -156,6 +156,7 @@ class mutex {
         },
         token, wait, lease_time);
   }
+  std::string own_field() const;  // the calling thread's owner field in the lock hash
   void start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
                    detail::completion<lease> done);
   bool try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,

@@ -43,6 +43,10 @@ T wait_for(detail::client_impl& c, std::error_code& ec, Start&& start) {
 
 }  // namespace
 
+std::string mutex::own_field() const {
+  return detail::owner_field(client_->id(), detail::this_thread_number());
+}
+
 mutex::mutex(client& c, std::string name) : client_{c.shared_impl()}, name_{std::move(name)} {}
 
 bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
@@ -50,7 +54,7 @@ bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<millisec
   ec.clear();
   auto& c = *client_;
   if ((ec = check_args(c, name_, lease_time))) return false;
-  const auto owner = detail::owner_field(c.id(), detail::this_thread_number());
+  const auto owner = own_field();
   auto hold = c.holds().find(name_, owner);
   if (hold && lease_time && *lease_time != hold->lease) {
     // Re-entry keeps the first hold's lease (as Redisson does with one lease per hold).
@@ -90,7 +94,7 @@ bool mutex::try_lock(std::error_code& ec) { return try_acquire(milliseconds{0}, 
 void mutex::unlock(std::error_code& ec) {
   ec.clear();
   auto& c = *client_;
-  const auto owner = detail::owner_field(c.id(), detail::this_thread_number());
+  const auto owner = own_field();
   auto hold = c.holds().find(name_, owner);
   if (!hold) {
     ec = errc::not_owner;
@@ -153,7 +157,7 @@ bool mutex::is_locked() {
 }
 
 bool mutex::is_held_by_current_thread(std::error_code& ec) {
-  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  const auto owner = own_field();
   return query<bool>(*client_, name_, {"HEXISTS", name_, owner}, ec,
                      [](const reply& r) { return r.integer() == 1; });
 }
@@ -162,7 +166,7 @@ bool mutex::is_held_by_current_thread() {
 }
 
 std::uint32_t mutex::hold_count(std::error_code& ec) {
-  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  const auto owner = own_field();
   return query<std::uint32_t>(*client_, name_, {"HGET", name_, owner}, ec, [](const reply& r) {
     return static_cast<std::uint32_t>(r.to_integer().value_or(0));
   });
@@ -180,13 +184,13 @@ mutex::milliseconds mutex::remaining_lease() {
 }
 
 std::uint64_t mutex::fencing_token() const {
-  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  const auto owner = own_field();
   auto hold = client_->holds().find(name_, owner);
   return hold ? hold->token.load() : 0;
 }
 
 std::stop_token mutex::lease_lost() const {
-  const auto owner = detail::owner_field(client_->id(), detail::this_thread_number());
+  const auto owner = own_field();
   auto hold = client_->holds().find(name_, owner);
   return hold ? hold->lost_source.get_token() : std::stop_token{};
 }

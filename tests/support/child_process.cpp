@@ -76,6 +76,28 @@ child_process::~child_process() {
   close_fd(stderr_);
 }
 
+// Appends what stdout has by `deadline` to out_. False once stdout is closed (EOF) or the
+// deadline has passed; true when it read something or may still.
+bool child_process::read_some(steady::time_point deadline) {
+  if (stdout_ < 0) return false;
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+  if (left <= 0ms) return false;
+  pollfd p{stdout_, POLLIN, 0};
+  const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+  if (r < 0 && errno == EINTR) return true;
+  if (r < 0) throw_errno("poll");
+  if (r == 0) return true;
+  char buf[4096];
+  const auto n = ::read(stdout_, buf, sizeof buf);
+  if (n < 0 && errno == EINTR) return true;
+  if (n <= 0) {
+    close_fd(stdout_);
+    return false;
+  }
+  out_.append(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
 std::optional<std::string> child_process::read_line(milliseconds limit) {
   const auto deadline = steady::now() + limit;
   for (;;) {
@@ -84,43 +106,13 @@ std::optional<std::string> child_process::read_line(milliseconds limit) {
       out_.erase(0, nl + 1);
       return line;
     }
-    if (stdout_ < 0) return std::nullopt;
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
-    if (left <= 0ms) return std::nullopt;
-    pollfd p{stdout_, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw_errno("poll");
-    if (r == 0) continue;
-    char buf[4096];
-    const auto n = ::read(stdout_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      close_fd(stdout_);
-      continue;
-    }
-    out_.append(buf, static_cast<std::size_t>(n));
+    if (!read_some(deadline)) return std::nullopt;
   }
 }
 
 std::string child_process::read_to_eof(milliseconds limit) {
   const auto deadline = steady::now() + limit;
-  while (stdout_ >= 0) {
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
-    if (left <= 0ms) break;
-    pollfd p{stdout_, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw_errno("poll");
-    if (r == 0) continue;
-    char buf[4096];
-    const auto n = ::read(stdout_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      close_fd(stdout_);
-      break;
-    }
-    out_.append(buf, static_cast<std::size_t>(n));
+  while (read_some(deadline)) {
   }
   return std::exchange(out_, {});
 }

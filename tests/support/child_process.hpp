@@ -58,6 +58,7 @@ class child_process {
   std::string diagnostics();
 
  private:
+  bool read_some(std::chrono::steady_clock::time_point deadline);
   void wait_state(int flags, bool (*pred)(int), const char* what);
   static void close_fd(int& fd);
 
