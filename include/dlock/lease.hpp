@@ -20,6 +20,7 @@
 #pragma once
 
 #include <asio/async_result.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -54,6 +55,12 @@ class lease {
   const std::string& owner() const noexcept;
   // The fencing token of this acquisition; 0 for an empty lease.
   std::uint64_t fencing_token() const noexcept;
+  // Time left until the lease's local deadline: the send time of the last acquire or renewal
+  // Redis confirmed, plus the lease, minus a drift margin. Computed on the calling thread from
+  // the steady clock (no round trip, no wait for the client's I/O thread), so a holder resuming
+  // from a pause sees zero at once. Zero for an empty or lost lease. Check it before every
+  // protected write; pass fencing_token() along as well.
+  std::chrono::milliseconds time_left() const noexcept;
   // Requested when the lease may be lost. An empty lease gives a token that is never requested.
   std::stop_token lost() const noexcept;
   // Runs `fn` on the client's I/O thread when the lease is lost (at once if it already is).

@@ -118,6 +118,9 @@ class mutex {
   // stop_token requested when its lease may be lost (never requested if it holds nothing).
   std::uint64_t fencing_token() const;
   std::stop_token lease_lost() const;
+  // Time left until the calling thread's hold reaches its local deadline (see
+  // lease::time_left); zero if it holds nothing or its lease is lost.
+  milliseconds lease_time_left() const;
 
   // Lease-owned acquisition; completion signature void(std::error_code, dlock::lease).
   // errc::timeout when not acquired in time.

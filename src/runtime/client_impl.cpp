@@ -28,6 +28,11 @@ std::string make_uuid() {
 client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     : cfg_{std::move(cfg)},
       id_{make_uuid()},
+      // With one I/O thread, the hint 1 lets Asio queue the I/O thread's own posts and
+      // completions without its scheduler lock. The plain hint only, never
+      // ASIO_CONCURRENCY_HINT_UNSAFE_IO: user threads post to the strand (post_or_shutdown) and
+      // submit commands, so the scheduler and the reactor must keep their locks.
+      ioc_{cfg_.io_threads == 1 ? ASIO_CONCURRENCY_HINT_1 : ASIO_CONCURRENCY_HINT_DEFAULT},
       work_{asio::make_work_guard(ioc_)},
       strand_{asio::make_strand(ioc_)} {
   ec = cfg_.validate(reason);

@@ -32,11 +32,25 @@ struct hold_state {
   std::atomic<std::uint32_t> count{0};   // holds confirmed by Redis (reentrancy)
   std::atomic<bool> lost{false};         // the lease may be gone: never trust this hold again
   std::atomic<bool> releasing{false};    // a release is in flight (at most one at a time)
+  // Until when the lease is trusted (steady_clock ticks since its epoch; 0 = not tracked yet):
+  // written by the watchdog on the strand, read by holders on any thread (time_left()).
+  std::atomic<std::chrono::steady_clock::rep> trusted_until{0};
   std::stop_source lost_source;          // requested together with `lost`
 
   // Strand only.
   std::vector<std::function<void()>> on_lost;
 };
+
+// Time left until the hold's local deadline, on the caller's thread and clock: zero once it is
+// lost or past its trusted time (even if the strand has not run its timer yet, e.g. right after
+// the process resumes from SIGSTOP).
+inline std::chrono::milliseconds time_left(const hold_state& h) {
+  using namespace std::chrono;
+  if (h.lost || h.count == 0) return milliseconds{0};
+  const auto until = steady_clock::time_point{steady_clock::duration{h.trusted_until.load()}};
+  const auto left = until - steady_clock::now();
+  return left > steady_clock::duration::zero() ? floor<milliseconds>(left) : milliseconds{0};
+}
 
 // Mark a hold lost (strand only): request its stop token and run its on_lost callbacks, once.
 inline void mark_lost(hold_state& h) {

@@ -22,6 +22,7 @@ void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent)
   if (stopped_) return;
   schedule_.add(h->id, sent, h->lease, h->watchdog);
   holds_[h->id] = h;
+  publish(*h);
   arm_by(*schedule_.due(h->id));
 }
 
@@ -29,9 +30,14 @@ void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent)
 // timer may then fire for nothing, which is harmless (it re-scans), so neither re-scans now.
 // Only add/restore can bring the next due time forward. This keeps taking and releasing locks
 // O(1) however many the client holds (a full scan per change made N locks cost O(N^2)).
-void watchdog::refreshed(const hold_state& h, clock::time_point sent) {
+void watchdog::refreshed(hold_state& h, clock::time_point sent) {
   if (!schedule_.contains(h.id)) return;
   schedule_.confirmed(h.id, sent);
+  publish(h);
+}
+
+void watchdog::publish(hold_state& h) const {
+  if (auto t = schedule_.trusted_until(h.id)) h.trusted_until = t->time_since_epoch().count();
 }
 
 std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
@@ -45,6 +51,7 @@ void watchdog::restore(const std::shared_ptr<hold_state>& h, const renewal_sched
   if (stopped_ || h->lost) return;
   schedule_.restore(h->id, e);
   holds_[h->id] = h;
+  publish(*h);
   arm_by(*schedule_.due(h->id));
 }
 
@@ -121,6 +128,7 @@ void watchdog::renew(const std::vector<renewal_schedule::id>& batch) {
                       schedule_.failed(batch[i], clock::now() + std::chrono::milliseconds{100});
                     } else if (r.elements()[i].integer() == 1) {
                       schedule_.confirmed(batch[i], sent);
+                      if (auto it = holds_.find(batch[i]); it != holds_.end()) publish(*it->second);
                     } else {
                       schedule_.remove(batch[i]);
                       lose(batch[i]);

@@ -31,7 +31,7 @@ class watchdog {
   // Strand only. Tracks `h`, trusted from `sent` (when its acquire was sent).
   void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
   // Strand only. The lease was reset on Redis by a request sent at `sent`.
-  void refreshed(const hold_state& h, clock::time_point sent);
+  void refreshed(hold_state& h, clock::time_point sent);
   // Strand only. Stops tracking `h` (before its final release is sent), returning what is needed
   // to put it back with restore() if that release fails.
   std::optional<renewal_schedule::entry> remove(const hold_state& h);
@@ -51,6 +51,7 @@ class watchdog {
   void on_timer();
   void renew(const std::vector<renewal_schedule::id>& batch);
   void lose(renewal_schedule::id h);
+  void publish(hold_state& h) const;  // copies h's trusted time into h, for time_left()
 
   transport::link::executor_type strand_;
   const scripts::runner& scripts_;

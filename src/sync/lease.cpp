@@ -36,6 +36,9 @@ bool lease::owns() const noexcept { return hold_ && hold_->count > 0; }
 const std::string& lease::name() const noexcept { return hold_ ? hold_->name : empty; }
 const std::string& lease::owner() const noexcept { return hold_ ? hold_->owner : empty; }
 std::uint64_t lease::fencing_token() const noexcept { return hold_ ? hold_->token.load() : 0; }
+std::chrono::milliseconds lease::time_left() const noexcept {
+  return hold_ ? detail::time_left(*hold_) : std::chrono::milliseconds{0};
+}
 std::stop_token lease::lost() const noexcept {
   return hold_ ? hold_->lost_source.get_token() : std::stop_token{};
 }

@@ -195,6 +195,11 @@ std::stop_token mutex::lease_lost() const {
   return hold ? hold->lost_source.get_token() : std::stop_token{};
 }
 
+mutex::milliseconds mutex::lease_time_left() const {
+  auto hold = client_->holds().find(name_, own_field());
+  return hold ? detail::time_left(*hold) : milliseconds{0};
+}
+
 void mutex::start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
                         detail::completion<lease> done) {
   auto& c = *client_;

@@ -204,6 +204,10 @@ TEST(mutex, watchdog_keeps_a_lock_alive_across_three_leases) {
   while (steady::now() < end) {
     ASSERT_EQ(exists(c, m.name()), 1);
     ASSERT_GT(m.remaining_lease().count(), 0);
+    // Renewed every 200 ms: the local deadline never comes closer than half the lease (minus
+    // the drift margin and a scheduling slop).
+    ASSERT_GT(m.lease_time_left().count(), 150);
+    ASSERT_LE(m.lease_time_left().count(), 600);
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_FALSE(lost.stop_requested());
@@ -219,6 +223,11 @@ TEST(mutex, an_explicit_lease_is_not_renewed_and_its_end_is_signalled) {
   m.lock(400ms);
   auto lost = m.lease_lost();
   EXPECT_LE(m.remaining_lease().count(), 400);
+  EXPECT_GT(m.lease_time_left().count(), 0);
+  EXPECT_LE(m.lease_time_left().count(), 400 - 6) << "lease - drift (400/100 + 2 ms)";
+  // The local deadline passes on the caller's clock, whatever the I/O thread is doing.
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(m.lease_time_left().count(), 0);
   EXPECT_TRUE(dlock::test::wait_until([&] { return exists(c, m.name()) == 0; }, 3s));
   EXPECT_TRUE(dlock::test::wait_until([&] { return lost.stop_requested(); }, 1s));
   EXPECT_EQ(c.impl().watchdog().renewals_sent(), 0u);
@@ -278,7 +287,7 @@ TEST(mutex, async_lease_through_awaitable_future_and_destruction) {
       [&]() -> asio::awaitable<void> {
         using asio::experimental::as_tuple;
         auto [ec, l] = co_await m.async_lock_for(1s, as_tuple(asio::use_awaitable));
-        if (ec || !l.owns() || l.fencing_token() == 0) {
+        if (ec || !l.owns() || l.fencing_token() == 0 || l.time_left() <= 0ms) {
           done.set_value("lock: " + ec.message());
           co_return;
         }
