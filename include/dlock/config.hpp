@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -37,6 +38,14 @@ struct tls_options {
   std::string cert_file;   // client certificate chain (PEM), for servers that require one
   std::string key_file;    // client private key (PEM)
   std::string server_name; // name the certificate must carry; empty = config::host
+};
+
+// Conditions that do not fail a call but weaken what a lock promises, or slow it down.
+enum class warning {
+  channels_denied,  // SUBSCRIBE refused (NOPERM: Redis 7 ACL users have no channels by
+                    // default): waiters fall back to re-checks every config::wait_recheck
+  evicting_policy,  // maxmemory-policy may evict lock keys (they have a TTL): a held lock could
+                    // vanish and be taken by another owner. Use noeviction.
 };
 
 struct config {
@@ -57,6 +66,9 @@ struct config {
   std::size_t max_name_length = 1024;                 // longest lock name accepted (bytes)
   std::string client_name = "dlock";
   unsigned io_threads = 1;
+  // Called at most once per kind of warning per client, on the client's I/O thread (it must not
+  // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".
+  std::function<void(warning, std::string_view message)> on_warning;
 
   // Parses a URI (see the file comment). The throwing form raises lock_error(errc::invalid_uri)
   // with the reason in what(); the other sets `ec` and returns a default config.

@@ -50,13 +50,21 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       [this](const std::string& channel, transport::pubsub_listener fn) {
         return sub_->listen(channel, std::move(fn));
       },
-      [this](transport::listener_id id) { sub_->unlisten(id); });
+      [this](transport::listener_id id) { sub_->unlisten(id); },
+      [this](std::error_code why) {
+        warn(warning::channels_denied,
+             "SUBSCRIBE refused (" + why.message() +
+                 "): waiters cannot be woken by unlock messages and re-check every " +
+                 std::to_string(cfg_.wait_recheck.count()) +
+                 " ms instead; grant the user the redisson_lock__channel:* channels");
+      });
   if (ec) {
     conn_->stop();  // every call completes with shutdown; see submit() for the init error
     sub_->stop();
   } else {
     conn_->start();
     sub_->start();
+    check_eviction_policy();
   }
   for (unsigned i = 0; i < cfg_.io_threads; ++i) threads_.emplace_back([this] { run(); });
 }

@@ -86,6 +86,12 @@ class client_impl {
   // Strand only: operations to abort with errc::shutdown at shutdown.
   void track(abortable* op) { ops_.insert(op); }
   void untrack(abortable* op) { ops_.erase(op); }
+  // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
+  void warn(warning w, const std::string& message);
+
+ private:
+  // Asks the server's maxmemory-policy once, in the background (warnings.cpp).
+  void check_eviction_policy();
 
  private:
   config cfg_;
@@ -103,6 +109,7 @@ class client_impl {
   std::unordered_set<abortable*> ops_;  // strand only
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
+  unsigned warned_ = 0;  // strand only: bit per warning already given
   std::mutex gate_;  // orders post_or_shutdown against shutdown
 };
 

@@ -51,6 +51,7 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
       return;
     case type::failed:
       ++refused_;  // the waiters' own re-check timers carry on
+      if (on_refused_) on_refused_(ev.ec);
       return;
   }
 }

@@ -33,9 +33,12 @@ class waiter_registry {
   using subscribe_fn = std::function<transport::listener_id(const std::string& channel,
                                                             transport::pubsub_listener)>;
   using unsubscribe_fn = std::function<void(transport::listener_id)>;
+  using refused_fn = std::function<void(std::error_code)>;  // a subscription was refused
 
-  waiter_registry(subscribe_fn subscribe, unsubscribe_fn unsubscribe)
-      : subscribe_{std::move(subscribe)}, unsubscribe_{std::move(unsubscribe)} {}
+  waiter_registry(subscribe_fn subscribe, unsubscribe_fn unsubscribe, refused_fn refused = {})
+      : subscribe_{std::move(subscribe)},
+        unsubscribe_{std::move(unsubscribe)},
+        on_refused_{std::move(refused)} {}
 
   void add(const std::string& channel, waiter* w);
   void remove(const std::string& channel, waiter* w);
@@ -51,7 +54,7 @@ class waiter_registry {
   std::size_t channels() const noexcept { return channel_count_.load(); }
   std::size_t waiters(const std::string& channel) const;  // strand only
   // Subscriptions the server refused (e.g. NOPERM on channels); waiting falls back to re-checks.
-  std::uint64_t refused() const noexcept { return refused_; }
+  std::uint64_t refused() const noexcept { return refused_.load(); }
 
  private:
   struct entry {
@@ -63,8 +66,9 @@ class waiter_registry {
 
   subscribe_fn subscribe_;
   unsubscribe_fn unsubscribe_;
+  refused_fn on_refused_;
   std::unordered_map<std::string, entry> channels_;
-  std::uint64_t refused_ = 0;
+  std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::size_t> channel_count_{0};
 };
 

@@ -181,17 +181,61 @@ TEST(mutex, waits_by_rechecks_when_channels_are_denied) {
       "user app on >pw ~* resetchannels +@all\n";
   dlock::test::redis_server srv{o};
   const auto url = "redis://app:pw@127.0.0.1:" + std::to_string(srv.port()) + "?recheck=200ms";
-  dlock::client holder{dlock::config::from_uri(url)}, waiter{dlock::config::from_uri(url)};
+  std::mutex mu;
+  std::vector<std::pair<dlock::warning, std::string>> warnings;
+  auto cfg = dlock::config::from_uri(url);
+  cfg.on_warning = [&](dlock::warning w, std::string_view m) {
+    std::lock_guard lock{mu};
+    warnings.emplace_back(w, std::string{m});
+  };
+  dlock::client holder{dlock::config::from_uri(url)}, waiter{cfg};
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex h{holder, name}, w{waiter, name};
-  h.lock();
-  auto t = on_thread([&] { return w.try_lock_for(10s); });
-  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
-  h.unlock();
-  const auto released = steady::now();
-  ASSERT_EQ(t.wait_for(5s), std::future_status::ready);
-  EXPECT_TRUE(t.get());
-  EXPECT_LT(steady::now() - released, 1s) << "one re-check interval (200 ms) plus slop";
+  for (int round = 0; round < 2; ++round) {
+    h.lock();
+    auto t = on_thread([&] {
+      const bool got = w.try_lock_for(10s);
+      if (got) w.unlock();
+      return got;
+    });
+    ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+    ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().refused() > static_cast<std::uint64_t>(round); }, 5s));
+    h.unlock();
+    const auto released = steady::now();
+    ASSERT_EQ(t.wait_for(5s), std::future_status::ready);
+    EXPECT_TRUE(t.get());
+    EXPECT_LT(steady::now() - released, 1s) << "one re-check interval (200 ms) plus slop";
+  }
+  std::lock_guard lock{mu};
+  ASSERT_EQ(warnings.size(), 1u) << "one warning per client, not one per wait";
+  EXPECT_EQ(warnings[0].first, dlock::warning::channels_denied);
+  EXPECT_NE(warnings[0].second.find("re-check every 200 ms"), std::string::npos) << warnings[0].second;
+}
+
+TEST(mutex, an_evicting_maxmemory_policy_is_warned_about_once) {
+  for (const std::string policy : {"allkeys-lru", "volatile-ttl", "noeviction"}) {
+    dlock::test::redis_server srv{{.extra_args = {"--maxmemory-policy", policy}}};
+    std::mutex mu;
+    std::vector<std::pair<dlock::warning, std::string>> warnings;
+    auto cfg = config_for(srv);
+    cfg.on_warning = [&](dlock::warning w, std::string_view m) {
+      std::lock_guard lock{mu};
+      warnings.emplace_back(w, std::string{m});
+    };
+    dlock::client c{cfg};
+    dlock::mutex m{c, dlock::test::unique_name("lock")};
+    m.lock();  // the check runs in the background from the start; this waits for the link
+    m.unlock();
+    c.ping();  // after the check's reply (one connection, replies in order)
+    std::lock_guard lock{mu};
+    if (policy == "noeviction") {
+      EXPECT_TRUE(warnings.empty()) << warnings.front().second;
+    } else {
+      ASSERT_EQ(warnings.size(), 1u) << policy;
+      EXPECT_EQ(warnings[0].first, dlock::warning::evicting_policy);
+      EXPECT_NE(warnings[0].second.find(policy), std::string::npos) << warnings[0].second;
+    }
+  }
 }
 
 TEST(mutex, watchdog_keeps_a_lock_alive_across_three_leases) {
@@ -388,14 +432,15 @@ TEST(mutex, server_refusals_are_typed_and_prompt) {
 
   // OOM under maxmemory + noeviction.
   dlock::test::redis_server_options mem;
-  mem.extra_args = {"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"};
+  mem.extra_args = {"--maxmemory-policy", "noeviction"};
   dlock::test::redis_server full{mem};
   dlock::client fc{config_for(full)};
-  for (int i = 0; i < 200; ++i) {
-    std::error_code e;
-    fc.execute({"SET", "filler:" + std::to_string(i), std::string(64 * 1024, 'x')}, e);
-    if (e == errc::out_of_memory) break;
+  // Well over the limit (set afterwards), so that freeing a client's buffers cannot bring the
+  // server back under it between commands.
+  for (int i = 0; i < 64; ++i) {
+    fc.execute({"SET", "filler:" + std::to_string(i), std::string(64 * 1024, 'x')});
   }
+  full.command({"CONFIG", "SET", "maxmemory", "1mb"});
   dlock::mutex oom{fc, dlock::test::unique_name("lock")};
   const auto start = steady::now();
   oom.lock(ec);

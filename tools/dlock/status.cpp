@@ -118,7 +118,14 @@ std::string info_field(const std::string& info, const std::string& field) {
 }  // namespace
 
 int run_ping(const global_options& g) {
-  dlock::client client{make_config(g)};
+  auto cfg = make_config(g);
+  // ping reports the policy itself (below), with its value on stdout: not twice.
+  cfg.on_warning = [](dlock::warning w, std::string_view message) {
+    if (w != dlock::warning::evicting_policy) {
+      std::fprintf(stderr, "dlock: warning: %.*s\n", static_cast<int>(message.size()), message.data());
+    }
+  };
+  dlock::client client{std::move(cfg)};
   std::error_code ec;
   const auto rtt = client.ping(ec);
   if (ec) {
