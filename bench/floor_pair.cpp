@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
     const std::string name = opt.str("name", "bench:floor:pair");
     const std::string token_key = "redisson_lock_token:{" + name + "}";
     const std::string channel = "redisson_lock__channel:{" + name + "}";
+    const std::string queue = "dlock_lock_waiters:{" + name + "}";
+    // The arguments dlock's lock() sends: a waiter ticket and its queue entry's validity.
+    const std::string ticket = "8589934593", valid_ms = "4000";
     // An owner field of the length dlock writes: <client uuid>:<thread number>.
     const std::string owner = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:1";
     const std::string lease = "30000";
@@ -82,9 +85,10 @@ int main(int argc, char** argv) {
     load(c, dlock::scripts::mutex_release);
 
     const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
-                                           "2", name, token_key, lease, owner, "0"};
+                                           "3", name, token_key, queue, lease, owner, "0",
+                                           ticket, valid_ms};
     const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
-                                           "2", name, channel, "0", lease, owner, "1"};
+                                           "3", name, channel, queue, "0", lease, owner, "1"};
     std::vector<double> us;
     us.reserve(static_cast<std::size_t>(iterations));
     for (std::int64_t i = 0; i < warmup + iterations; ++i) {

@@ -34,6 +34,11 @@ inline std::string fencing_counter(std::string_view name) {
   return prefixed("redisson_lock_token", name);
 }
 
+// The waiters of `name` that an unlock may name to wake (a sorted set of waiter tickets scored
+// by when each entry goes stale; dlock only, Redisson never reads it). Exists only while dlock
+// clients wait on the lock.
+inline std::string waiter_queue(std::string_view name) { return prefixed("dlock_lock_waiters", name); }
+
 // Who holds the lock, for `dlock status`: a hash written by holders that describe themselves
 // (the dlock command does), beside the lock hash so that the lock's own layout stays exactly
 // Redisson's. Fields `<owner>:host`, `<owner>:pid`, `<owner>:command`, `<owner>:acquired_ms`.

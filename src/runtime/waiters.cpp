@@ -1,11 +1,32 @@
 #include "runtime/waiters.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <random>
 #include <vector>
 
 #include "dlock/keys.hpp"
 
 namespace dlock::detail {
+
+std::uint32_t waiter_registry::random_tag() {
+  std::random_device rd;
+  std::uint32_t t = 0;
+  while (t == 0) t = static_cast<std::uint32_t>(rd()) & 0x7fffffffu;  // a ticket fits a Java long
+  return t;
+}
+
+std::uint64_t waiter_registry::make_ticket() {
+  return (std::uint64_t{tag_} << 32) | ++next_;
+}
+
+std::uint64_t waiter_registry::parse_ticket(std::string_view payload) {
+  std::uint64_t t = 0;
+  const auto* end = payload.data() + payload.size();
+  auto [p, ec] = std::from_chars(payload.data(), end, t);
+  if (ec != std::errc{} || p != end || payload.size() > 19 || (t >> 32) == 0) return 0;
+  return t;
+}
 
 void waiter_registry::add(const std::string& channel, waiter* w) {
   auto [it, fresh] = channels_.try_emplace(channel);
@@ -38,15 +59,35 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
   switch (ev.what) {
-    case type::message:
+    case type::message: {
+      auto& e = it->second;
       if (ev.payload == keys::read_unlock_message) {
+        e.announced = false;
         wake_all(channel);
+      } else if (ev.payload == keys::unlock_message) {
+        if (e.announced) {
+          e.announced = false;  // its ticket already woke the one waiter it was meant for
+        } else {
+          wake_one(e);
+        }
+      } else if (const auto t = parse_ticket(ev.payload)) {
+        e.announced = true;
+        if ((t >> 32) != tag_) return;  // another client's waiter
+        auto w = std::find_if(e.waiters.begin(), e.waiters.end(),
+                              [t](const waiter* x) { return x->ticket == t; });
+        if (w != e.waiters.end()) {
+          wake(*w);
+        } else {
+          wake_one(e);  // ours, but it has left: the lock is free, pass the wake-up on
+        }
       } else {
-        wake_one(it->second);
+        wake_one(e);  // an unknown message: behave as for an unlock
       }
       return;
+    }
     case type::subscribed:
     case type::resubscribed:
+      it->second.announced = false;
       wake_all(channel);
       return;
     case type::failed:
@@ -58,6 +99,11 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
 
 void waiter_registry::wake_one(const std::string& channel) {
   if (auto it = channels_.find(channel); it != channels_.end()) wake_one(it->second);
+}
+
+void waiter_registry::wake(waiter* w) {
+  if (!w->attempting) return w->wake();
+  w->wake_pending = true;  // it re-checks as soon as its attempt fails
 }
 
 void waiter_registry::wake_one(entry& e) {

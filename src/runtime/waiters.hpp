@@ -1,11 +1,19 @@
 // Who waits for which lock in this client, and waking them on pub/sub messages. Strand only.
 //
 // The first waiter on a channel subscribes it (through the subscriber); the last one to leave
-// unsubscribes. Waiters of one name share the subscription. An unlock message `0` wakes one
-// waiter — the longest-waiting one that is not already re-checking; if all are, the first is
-// told to re-check again when its attempt fails, so the wake-up is never swallowed. `1` wakes
-// all. A (re)subscription wakes all: messages may have been missed. Waiters also re-check on
-// their own timers, so a lost message costs latency, never a hang.
+// unsubscribes. Waiters of one name share the subscription.
+//
+// Messages on a lock's channel:
+// - a waiter ticket (a decimal number >= 2^32): dlock's unlock names the head of the lock's
+//   waiter queue (keys::waiter_queue) before it publishes `0`. The client whose waiter holds
+//   that ticket wakes exactly that waiter (or, if it has gone, passes the wake-up to another of
+//   its waiters); every client then skips the `0` that follows, so one unlock wakes one waiter
+//   across all processes instead of one per process.
+// - `0` not announced by a ticket (Redisson's unlock, or an empty queue): wakes one waiter —
+//   the longest-waiting one that is not already re-checking; if all are, the first is told to
+//   re-check again when its attempt fails, so the wake-up is never swallowed.
+// - `1` wakes all. A (re)subscription wakes all: messages may have been missed.
+// Waiters also re-check on their own timers, so a lost message costs latency, never a hang.
 #pragma once
 
 #include <atomic>
@@ -26,6 +34,7 @@ class waiter {
   virtual void wake() = 0;
   bool attempting = false;    // an acquire attempt is in flight
   bool wake_pending = false;  // woken while attempting: re-check again if the attempt fails
+  std::uint64_t ticket = 0;   // its name in the lock's waiter queue (0: none)
 };
 
 class waiter_registry {
@@ -38,7 +47,15 @@ class waiter_registry {
   waiter_registry(subscribe_fn subscribe, unsubscribe_fn unsubscribe, refused_fn refused = {})
       : subscribe_{std::move(subscribe)},
         unsubscribe_{std::move(unsubscribe)},
-        on_refused_{std::move(refused)} {}
+        on_refused_{std::move(refused)},
+        tag_{random_tag()} {}
+
+  // A ticket for a new waiter of this client: this client's random tag in the high 32 bits
+  // (never 0, so a ticket is never the message 0 or 1), a counter in the low ones.
+  std::uint64_t make_ticket();
+  static std::string ticket_text(std::uint64_t t) { return std::to_string(t); }
+  // The ticket a message names, or 0 if it is not a ticket.
+  static std::uint64_t parse_ticket(std::string_view payload);
 
   void add(const std::string& channel, waiter* w);
   void remove(const std::string& channel, waiter* w);
@@ -60,14 +77,19 @@ class waiter_registry {
   struct entry {
     transport::listener_id listener = 0;
     std::list<waiter*> waiters;
+    bool announced = false;  // a ticket came: skip the `0` that follows it
   };
   void wake_one(entry& e);
+  static void wake(waiter* w);
   void wake_all(const std::string& channel);
+  static std::uint32_t random_tag();
 
   subscribe_fn subscribe_;
   unsubscribe_fn unsubscribe_;
   refused_fn on_refused_;
   std::unordered_map<std::string, entry> channels_;
+  std::uint32_t tag_;       // this client's ticket prefix
+  std::uint32_t next_ = 0;  // ticket counter
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::size_t> channel_count_{0};
 };

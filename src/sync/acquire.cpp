@@ -4,6 +4,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "dlock/error.hpp"
+#include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
 #include "dlock/keys.hpp"
 #include "runtime/renewal_schedule.hpp"
@@ -38,7 +39,14 @@ class acquire_op final : public waiter,
         timer_{c.strand()},
         channel_{keys::lock_channel(hold_->name)},
         counter_{keys::fencing_counter(hold_->name)},
-        lease_ms_{std::to_string(hold_->lease.count())} {}
+        queue_{keys::waiter_queue(hold_->name)},
+        lease_ms_{std::to_string(hold_->lease.count())} {
+    // Only a caller that will wait takes a place in the lock's waiter queue.
+    if (!deadline_ || *deadline_ > clock::now()) {
+      ticket = c.waiters().make_ticket();
+      ticket_ = waiter_registry::ticket_text(ticket);
+    }
+  }
 
   // Strand only.
   void start() {
@@ -69,8 +77,13 @@ class acquire_op final : public waiter,
     wake_pending = false;
     const auto sent = clock::now();
     const auto have = std::to_string(hold_->count.load());
-    std::string_view keys[] = {hold_->name, counter_};
-    std::string_view args[] = {lease_ms_, hold_->owner, have};
+    // The queue entry outlives the longest sleep before this waiter's next attempt (the
+    // re-check interval, or what is left of its deadline), with a second to spare.
+    auto valid = c_.cfg().wait_recheck;
+    if (deadline_) valid = std::min(valid, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - sent));
+    const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
+    std::string_view keys[] = {hold_->name, counter_, queue_};
+    std::string_view args[] = {lease_ms_, hold_->owner, have, ticket_, valid_ms};
     c_.scripts().eval(scripts::mutex_acquire, keys, args, c_.cfg().command_timeout,
                       [self = shared_from_this(), sent](std::error_code ec, reply r) {
                         self->on_reply(ec, r, sent);
@@ -112,6 +125,7 @@ class acquire_op final : public waiter,
     }
     ambiguous_since_.reset();  // "held by another" proves no earlier resend was applied
     resends_ = 0;
+    queued_ = !ticket_.empty();
     held_elsewhere(e[0].integer());
   }
 
@@ -180,7 +194,7 @@ class acquire_op final : public waiter,
   template <class Done>
   void send_give_back(Done done) {
     const auto have = std::to_string(hold_->count.load() + 1);
-    std::string_view keys[] = {hold_->name, channel_};
+    std::string_view keys[] = {hold_->name, channel_, queue_};
     std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
     c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
                       [done = std::move(done)](std::error_code ec, reply) mutable { done(ec); });
@@ -205,6 +219,12 @@ class acquire_op final : public waiter,
       // A wake-up meant for this waiter must not die with it: the lock may be free.
       if (wake_pending && ec) c_.waiters().wake_one(channel_);
     }
+    if (queued_ && ec && ec != errc::shutdown) {
+      // Leave the queue, so that no unlock names a waiter that is gone (its entry would
+      // otherwise stay until it went stale). Fire and forget: a lost ZREM costs at most one
+      // hand-off that waits for the others' re-checks.
+      c_.submit(resp::encode_command({"ZREM", queue_, ticket_}), [](std::error_code, reply) {});
+    }
     if (tracked_) c_.untrack(this);
     auto done = std::move(done_);
     done(ec, hold_);
@@ -215,12 +235,14 @@ class acquire_op final : public waiter,
   std::optional<clock::time_point> deadline_;
   completion<std::shared_ptr<hold_state>> done_;
   asio::steady_timer timer_;
-  const std::string channel_, counter_, lease_ms_;
+  const std::string channel_, counter_, queue_, lease_ms_;
+  std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;
   std::optional<clock::time_point> transient_since_;
   int resends_ = 0;
   std::uint64_t sleep_gen_ = 0;
   bool registered_ = false, tracked_ = false, finished_ = false;
+  bool queued_ = false;  // an attempt found the lock held and entered the waiter queue
 };
 
 }  // namespace

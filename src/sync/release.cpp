@@ -36,7 +36,8 @@ void send_release(client_impl& c, std::shared_ptr<release_state> st, completion<
   const auto have = std::to_string(have_n);
   const auto lease = std::to_string(h.lease.count());
   const auto channel = keys::lock_channel(h.name);
-  std::string_view keys[] = {h.name, channel};
+  const auto queue = keys::waiter_queue(h.name);
+  std::string_view keys[] = {h.name, channel, queue};
   std::string_view args[] = {keys::unlock_message, lease, h.owner, have};
   const auto sent = clock::now();
   c.scripts().eval(

@@ -8,9 +8,11 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "dlock/mutex.hpp"
 #include "runtime/client_impl.hpp"
@@ -153,6 +155,71 @@ TEST(mutex, hands_off_by_pub_sub_within_milliseconds) {
     EXPECT_LT(f.get() - released, 100ms) << "slop 100 ms; the re-check would take 3 s";
     t.get();
   }
+}
+
+long info_count(dlock::test::redis_server& srv, const std::string& section, const std::string& key) {
+  const auto info = srv.command({"INFO", section});
+  auto at = info.find(key + ":calls=");
+  return at == std::string::npos ? 0 : std::stol(info.substr(at + key.size() + 7));
+}
+
+// An unlock names the head of the lock's waiter queue: with four clients waiting (four
+// subscriber connections, as four processes would have), each hand-off costs one release and
+// one acquire, not one acquire per waiting client.
+TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  dlock::mutex h{holder, name};
+  h.lock();
+  constexpr int n = 4;
+  std::vector<std::unique_ptr<dlock::client>> clients;
+  std::vector<std::future<void>> threads;
+  std::atomic<int> inside{0}, overlaps{0};
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<dlock::client>(config_for(srv)));
+    threads.push_back(on_thread([&, c = clients.back().get()] {
+      dlock::mutex m{*c, name};
+      if (!m.try_lock_for(10s)) throw std::runtime_error("not acquired");
+      if (inside.fetch_add(1) != 0) ++overlaps;
+      std::this_thread::sleep_for(20ms);
+      inside.fetch_sub(1);
+      m.unlock();
+    }));
+  }
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":" + std::to_string(n); }, 5s))
+      << srv.command({"ZRANGE", queue, "0", "-1"});
+  ASSERT_TRUE(dlock::test::wait_until(
+      [&] { return numsub(srv, "redisson_lock__channel:{" + name + "}") == n; }, 5s));
+  srv.command({"CONFIG", "RESETSTAT"});
+  h.unlock();
+  for (auto& t : threads) {
+    ASSERT_EQ(t.wait_for(10s), std::future_status::ready);
+    t.get();
+  }
+  EXPECT_EQ(overlaps.load(), 0);
+  // 1 release + n x (acquire + release); one wake-up per unlock to every client would cost
+  // n + (n-1) + ... + 1 acquires instead. One spare for a re-check racing a hand-off.
+  const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
+  EXPECT_GE(evalsha, 1 + 2 * n);
+  EXPECT_LE(evalsha, 1 + 2 * n + 1);
+  EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "every waiter left the queue";
+}
+
+// A waiter that gives up leaves the queue at once, so no unlock names it.
+TEST(mutex, a_waiter_that_times_out_leaves_the_queue) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  EXPECT_FALSE(w.try_lock_for(300ms));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return srv.command({"EXISTS", queue}) == ":0"; }, 1s));
+  EXPECT_FALSE(w.try_lock()) << "a try without waiting does not enter the queue";
+  EXPECT_EQ(srv.command({"EXISTS", queue}), ":0");
+  h.unlock();
 }
 
 // The unlock message is published while the waiter's subscriber connection is down: the waiter

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -218,6 +219,105 @@ TEST(waiters, unlock_message_when_all_attempt_marks_the_first_pending_and_wakes_
   EXPECT_TRUE(w2.wake_pending);
   EXPECT_FALSE(w3.wake_pending);
   EXPECT_EQ(w2.wakes + w3.wakes, 0);
+}
+
+// Tickets: dlock's unlock names the head of the lock's waiter queue, then publishes 0.
+TEST(waiters, tickets_are_numbers_no_message_can_be_and_each_is_new) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  const auto t1 = reg.make_ticket(), t2 = reg.make_ticket();
+  EXPECT_NE(t1, t2);
+  EXPECT_EQ(t1 >> 32, t2 >> 32) << "one client, one tag";
+  EXPECT_NE(t1 >> 32, 0u);
+  EXPECT_LT(t1, std::uint64_t{1} << 63) << "a Java long, as Redisson's LongCodec decodes it";
+  EXPECT_EQ(waiter_registry::parse_ticket(waiter_registry::ticket_text(t1)), t1);
+  for (std::string_view not_a_ticket : {"0", "1", "", "42", "4294967295", "-4294967296",
+                                        "4294967296x", "99999999999999999999", " 4294967296"}) {
+    EXPECT_EQ(waiter_registry::parse_ticket(not_a_ticket), 0u) << not_a_ticket;
+  }
+  EXPECT_EQ(waiter_registry::parse_ticket("4294967296"), 4294967296u);
+}
+
+TEST(waiters, a_ticket_wakes_exactly_its_waiter_and_the_zero_after_it_wakes_nobody) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2, w3;
+  w1.ticket = reg.make_ticket();
+  w2.ticket = reg.make_ticket();
+  w3.ticket = reg.make_ticket();
+  reg.add(chan_a, &w1);
+  reg.add(chan_a, &w2);
+  reg.add(chan_a, &w3);
+  ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(w2.ticket)));
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes, 0);
+  EXPECT_EQ(w2.wakes, 1);
+  EXPECT_EQ(w3.wakes, 0);
+  // A 0 that no ticket announced (Redisson's unlock) wakes the first waiter as before.
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes, 1);
+  EXPECT_EQ(w2.wakes, 1);
+  EXPECT_EQ(w3.wakes, 0);
+}
+
+TEST(waiters, another_clients_ticket_wakes_none_of_ours_nor_does_its_zero) {
+  fake_subscriber sub, other_sub;
+  auto reg = sub.make_registry();
+  auto other = other_sub.make_registry();
+  auto theirs = other.make_ticket();
+  if ((theirs >> 32) == (reg.make_ticket() >> 32)) GTEST_SKIP() << "two random tags collided";
+  fake_waiter w1, w2;
+  w1.ticket = reg.make_ticket();
+  w2.ticket = reg.make_ticket();
+  reg.add(chan_a, &w1);
+  reg.add(chan_a, &w2);
+  ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(theirs)));
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes + w2.wakes, 0);
+}
+
+TEST(waiters, a_ticket_of_ours_whose_waiter_left_passes_the_wake_up_on) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter gone, w2;
+  gone.ticket = reg.make_ticket();
+  w2.ticket = reg.make_ticket();
+  reg.add(chan_a, &gone);
+  reg.add(chan_a, &w2);
+  reg.remove(chan_a, &gone);
+  ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(gone.ticket)));
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(gone.wakes, 0);
+  EXPECT_EQ(w2.wakes, 1);
+}
+
+TEST(waiters, a_ticket_for_a_waiter_mid_attempt_makes_it_check_again) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, w2;
+  w1.ticket = reg.make_ticket();
+  w2.ticket = reg.make_ticket();
+  reg.add(chan_a, &w1);
+  reg.add(chan_a, &w2);
+  w2.attempting = true;
+  ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(w2.ticket)));
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes + w2.wakes, 0);
+  EXPECT_TRUE(w2.wake_pending);
+  EXPECT_FALSE(w1.wake_pending);
+}
+
+TEST(waiters, a_resubscription_forgets_a_ticket_whose_zero_did_not_come) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1;
+  w1.ticket = reg.make_ticket();
+  reg.add(chan_a, &w1);
+  ASSERT_TRUE(sub.message(chan_a, "9999999999"));  // someone else's, then the link broke
+  ASSERT_TRUE(sub.publish(chan_a, type::resubscribed));
+  EXPECT_EQ(w1.wakes, 1);
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w1.wakes, 2) << "this 0 is a new unlock";
 }
 
 TEST(waiters, read_unlock_message_wakes_all) {

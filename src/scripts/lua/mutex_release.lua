@@ -1,5 +1,6 @@
 -- Release one hold of a reentrant lock in Redisson's RLock layout.
--- KEYS[1] lock hash, KEYS[2] channel redisson_lock__channel:{name}
+-- KEYS[1] lock hash, KEYS[2] channel redisson_lock__channel:{name},
+-- KEYS[3] waiter queue dlock_lock_waiters:{name} (see mutex_acquire.lua; may be left out)
 -- ARGV[1] unlock message ('0': wake one waiter), ARGV[2] lease in ms, ARGV[3] owner field,
 -- ARGV[4] the hold count the caller has now
 -- Returns nil when ARGV[3] does not hold the lock (nothing changes), 0 when the count went down
@@ -19,7 +20,19 @@ if counter > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
+-- Wake one dlock waiter across all processes: the queue's head (expired entries dropped) is
+-- named on the channel first, as its ticket: a number other than 0 and 1, which Redisson's
+-- LockPubSub ignores. The named waiter's client wakes it, and every dlock client skips the '0'
+-- that follows; Redisson's waiters wake on that '0' as always.
 -- pcall: an ACL user without channel rights (Redis 7's default) may not publish; the lock is
 -- released all the same and waiters find out by their re-checks.
+if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
+  local now = redis.call('time')
+  redis.call('zremrangebyscore', KEYS[3], '-inf', now[1] * 1000 + math.floor(now[2] / 1000))
+  local head = redis.call('zpopmin', KEYS[3])
+  if head[1] then
+    redis.pcall('publish', KEYS[2], head[1])
+  end
+end
 redis.pcall('publish', KEYS[2], ARGV[1])
 return 1
