@@ -127,6 +127,11 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
     cfg.client_name = std::move(value);
     return true;
   }
+  if (key == "fencing") {
+    if (value != "on" && value != "off") return st.fail("fencing must be on or off, got '" + value + "'");
+    cfg.fencing = value == "on";
+    return true;
+  }
   if (key == "io_threads") {
     std::uint64_t n = 0;
     if (!parse_uint(value, n) || n == 0 || n > 64) return st.fail("io_threads must be 1..64");

@@ -386,6 +386,25 @@ TEST(mutex, fencing_tokens_strictly_increase_across_owners) {
   EXPECT_EQ(a.execute({"GET", "redisson_lock_token:{" + name + "}"}).str(), "20");
 }
 
+// config::fencing off: no counter is written and tokens are 0; the lock itself is unchanged.
+TEST(mutex, fencing_off_issues_no_tokens_and_writes_no_counter) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "fencing=off")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+  m.lock();
+  m.lock();
+  EXPECT_EQ(m.fencing_token(), 0u);
+  EXPECT_EQ(srv.command({"HGET", name, c.id() + ":" + std::to_string(1)}).empty(), false);
+  m.unlock();
+  m.unlock();
+  auto l = m.async_lock(asio::use_future).get();
+  EXPECT_EQ(l.fencing_token(), 0u);
+  l.unlock();
+  EXPECT_EQ(srv.command({"EXISTS", "redisson_lock_token:{" + name + "}"}), ":0");
+  EXPECT_EQ(srv.command({"DBSIZE"}), ":0") << "nothing left behind";
+}
+
 TEST(mutex, async_lease_through_awaitable_future_and_destruction) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};

@@ -142,6 +142,12 @@ TEST(config_from_uri, io_threads_and_name) {
   EXPECT_EQ(cfg.client_name, "orders-service");
 }
 
+TEST(config_from_uri, fencing_on_by_default_and_off_on_request) {
+  EXPECT_TRUE(parse_ok("redis://h").fencing);
+  EXPECT_TRUE(parse_ok("redis://h?fencing=on").fencing);
+  EXPECT_FALSE(parse_ok("redis://h?fencing=off").fencing);
+}
+
 TEST(config_from_uri, empty_parameters_are_skipped) {
   EXPECT_EQ(parse_ok("redis://h?").host, "h");
   EXPECT_EQ(parse_ok("redis://h?&timeout=5s&").command_timeout, 5s);
@@ -218,6 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
         // parameters
         "redis://h?foo=1", "redis://h?timeout", "redis://h?timeout=1s&bar", "redis://h?=1",
         "redis://h?io_threads=0", "redis://h?io_threads=x", "redis://h?name=a%20b",
+        "redis://h?fencing=", "redis://h?fencing=yes", "redis://h?fencing=OFF",
         // durations
         "redis://h?timeout=abc", "redis://h?timeout=-5ms", "redis://h?timeout=1.5s",
         "redis://h?timeout=10parsecs", "redis://h?timeout=0", "redis://h?timeout=99999999999h",

@@ -5,7 +5,8 @@
 -- ARGV[3] the hold count the caller has now (0 for a first acquisition),
 -- ARGV[4] the caller's waiter ticket ('' or absent: it will not wait),
 -- ARGV[5] how long its queue entry stays valid without a new attempt, in ms
--- (KEYS[3], ARGV[4] and ARGV[5] may be left out together: no queue)
+-- (KEYS[3], ARGV[4] and ARGV[5] may be left out together: no queue),
+-- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0)
 -- Returns {0, token} when the caller holds the lock (token: the counter, INCRed on a first
 -- acquisition only), {pttl} when another owner holds it, or {-1, count} when the owner's field
 -- holds a count the caller does not expect (its local view is stale).
@@ -19,10 +20,11 @@
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 local have = tonumber(ARGV[3])
 local ticket = (KEYS[3] and ARGV[4]) or ''
+local fenced = ARGV[6] ~= '0'
 local token
 if held == have + 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
-  token = tonumber(redis.call('get', KEYS[2]) or '0')
+  token = fenced and tonumber(redis.call('get', KEYS[2]) or '0') or 0
 elseif held ~= have then
   return {-1, held}
 elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
@@ -38,7 +40,9 @@ elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
 else
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if have == 0 then
+  if not fenced then
+    token = 0
+  elseif have == 0 then
     token = redis.call('incr', KEYS[2])
   else
     token = tonumber(redis.call('get', KEYS[2]) or '0')
