@@ -127,6 +127,20 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
     cfg.client_name = std::move(value);
     return true;
   }
+  if (key == "wait_replicas") {
+    std::uint64_t n = 0;
+    if (!parse_uint(value, n) || n > 64) return st.fail("wait_replicas must be 0..64");
+    cfg.wait_replicas = static_cast<unsigned>(n);
+    return true;
+  }
+  if (key == "wait_timeout") return set_duration(cfg.wait_timeout, key, value, false, st);
+  if (key == "on_shortfall") {
+    if (value != "fail" && value != "accept") {
+      return st.fail("on_shortfall must be fail or accept, got '" + value + "'");
+    }
+    cfg.on_shortfall = value == "fail" ? config::shortfall_policy::fail : config::shortfall_policy::accept;
+    return true;
+  }
   if (key == "fencing") {
     if (value != "on" && value != "off") return st.fail("fencing must be on or off, got '" + value + "'");
     cfg.fencing = value == "on";
@@ -237,6 +251,7 @@ std::error_code config::validate(std::string& reason) const {
   if (wait_recheck.count() <= 0) return bad("recheck must be positive");
   if (max_name_length == 0) return bad("max_name must be positive");
   if (io_threads == 0) return bad("io_threads must be at least 1");
+  if (wait_timeout.count() <= 0) return bad("wait_timeout must be positive");
   for (char c : client_name) {
     if (c <= ' ' || c > '~') return bad("client name must be printable ASCII without spaces");
   }

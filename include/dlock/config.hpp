@@ -22,6 +22,14 @@
 //                 counter redisson_lock_token:{name}; `off`: no counter, tokens are 0 (saves a
 //                 write per acquisition and the counter key, ~100 bytes per lock name, which
 //                 stays after release)
+//   wait_replicas replicas that must acknowledge each acquisition (WAIT after the acquire
+//                 script, on the same connection: WAIT counts that connection's writes);
+//                 0 (default) = no check
+//   wait_timeout  how long WAIT may take (default 500ms; the client's other commands queue
+//                 behind it, so keep it well under a third of the watchdog lease)
+//   on_shortfall  fewer replicas acknowledged in time: `fail` (default) gives the lock back
+//                 and reports errc::no_replicas; `accept` keeps it and marks the lease
+//                 unreplicated (lease::replicated() == false)
 //
 // Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
 // rejected with errc::invalid_uri.
@@ -71,6 +79,11 @@ struct config {
   std::string client_name = "dlock";
   unsigned io_threads = 1;
   bool fencing = true;  // issue fencing tokens (see the file comment)
+  // Replication check of every first acquisition (see wait_replicas above).
+  enum class shortfall_policy { fail, accept };
+  unsigned wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{500};
+  shortfall_policy on_shortfall = shortfall_policy::fail;
   // Called at most once per kind of warning per client, on the client's I/O thread (it must not
   // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".
   std::function<void(warning, std::string_view message)> on_warning;

@@ -61,6 +61,10 @@ class lease {
   // from a pause sees zero at once. Zero for an empty or lost lease. Check it before every
   // protected write; pass fencing_token() along as well.
   std::chrono::milliseconds time_left() const noexcept;
+  // False when the acquisition was not acknowledged by config::wait_replicas replicas in time
+  // and config::on_shortfall is accept: a failover now could lose the lock. True otherwise
+  // (also when no replicas were asked for).
+  bool replicated() const noexcept;
   // Requested when the lease may be lost. An empty lease gives a token that is never requested.
   std::stop_token lost() const noexcept;
   // Runs `fn` on the client's I/O thread when the lease is lost (at once if it already is).

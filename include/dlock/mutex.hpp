@@ -28,7 +28,7 @@
 // - lease-owned: async_lock* complete with a dlock::lease (see lease.hpp), one owner per lease.
 //
 // Errors (std::error_code forms, or lock_error): errc::invalid_argument (empty or too long name,
-// non-positive lease), errc::wrong_type (the key holds another type: reported at once, never
+// a lease of zero, negative or over a year; a wait of 100 years or more means no deadline), errc::wrong_type (the key holds another type: reported at once, never
 // waited on), errc::out_of_memory, errc::read_only, errc::no_permission, connection errors,
 // errc::would_deadlock (a sync call on the client's I/O thread), errc::shutdown, and on unlock
 // errc::not_owner (the thread holds nothing) or errc::lease_lost (its lease was lost; nothing of
@@ -121,6 +121,9 @@ class mutex {
   // Time left until the calling thread's hold reaches its local deadline (see
   // lease::time_left); zero if it holds nothing or its lease is lost.
   milliseconds lease_time_left() const;
+  // Whether the calling thread's hold was acknowledged by the replicas config::wait_replicas
+  // asks for (see lease::replicated); false if it holds nothing.
+  bool lease_replicated() const;
 
   // Lease-owned acquisition; completion signature void(std::error_code, dlock::lease).
   // errc::timeout when not acquired in time.
@@ -148,6 +151,12 @@ class mutex {
  private:
   template <class Rep, class Period>
   static milliseconds to_ms(const std::chrono::duration<Rep, Period>& d) {
+    // Saturating: a duration beyond what milliseconds can hold (hours::max()...) would
+    // overflow in the conversion; as a wait it means "forever", as a lease it is refused.
+    using limit = std::chrono::duration<long double, std::milli>;
+    const limit x = d;
+    if (x >= limit{static_cast<long double>(milliseconds::max().count())}) return milliseconds::max();
+    if (x <= limit{static_cast<long double>(milliseconds::min().count())}) return milliseconds::min();
     return std::chrono::ceil<milliseconds>(d);
   }
   template <class Token>

@@ -62,11 +62,19 @@ class client_impl {
   hold_table& holds() noexcept { return holds_; }
   bool stopped() const noexcept { return stopped_.load(); }
   // Runs fn(std::move(done)) on the strand; once the client is shut down, completes `done`
-  // with errc::shutdown (from asio::system_executor) instead. Thread-safe. Everything posted
-  // through here before shutdown runs before shutdown's sweep of tracked operations.
+  // with errc::shutdown (from asio::system_executor) instead, and for a client that could not
+  // start (init_error()), with that error. Thread-safe. Everything posted through here before
+  // shutdown runs before shutdown's sweep of tracked operations.
   template <class... T, class Fn>
   void post_or_shutdown(completion<T...> done, Fn fn) {
     std::unique_lock lock{gate_};
+    if (!stopped_.load() && init_error_) {
+      lock.unlock();
+      asio::post(asio::system_executor{}, [done = std::move(done), ec = init_error_]() mutable {
+        done(ec, T{}...);
+      });
+      return;
+    }
     if (!stopped_.load()) {
       asio::post(strand_, [fn = std::move(fn), done = std::move(done)]() mutable {
         fn(std::move(done));

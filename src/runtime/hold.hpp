@@ -32,6 +32,9 @@ struct hold_state {
   std::atomic<std::uint32_t> count{0};   // holds confirmed by Redis (reentrancy)
   std::atomic<bool> lost{false};         // the lease may be gone: never trust this hold again
   std::atomic<bool> releasing{false};    // a release is in flight (at most one at a time)
+  // False when config::wait_replicas replicas did not acknowledge the first acquisition in time
+  // and config::on_shortfall is accept.
+  std::atomic<bool> replicated{true};
   // Until when the lease is trusted (steady_clock ticks since its epoch; 0 = not tracked yet):
   // written by the watchdog on the strand, read by holders on any thread (time_left()).
   std::atomic<std::chrono::steady_clock::rep> trusted_until{0};

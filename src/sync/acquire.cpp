@@ -1,5 +1,7 @@
 // The acquire operation of dlock::mutex: try, and if held elsewhere wait for an unlock message
 // or a re-check timer, until acquired or the deadline passes.
+#include <algorithm>
+
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -71,11 +73,23 @@ class acquire_op final : public waiter,
 
  private:
   bool time_left(clock::time_point now) const { return !deadline_ || now < *deadline_; }
+  // A caller that waits (ticket_ set) must have its answer by its deadline, also when the
+  // server is unreachable or slow: each attempt gets what is left of the wait (at least a short
+  // grace, for the last check at the deadline), never more than a command timeout. lock()
+  // without a deadline, and a one-shot try, get a whole command timeout.
+  clock::duration budget(clock::time_point now) const {
+    const clock::duration full = c_.cfg().command_timeout;
+    if (!deadline_ || ticket_.empty()) return full;
+    const clock::duration grace = std::min(full, clock::duration{std::chrono::milliseconds{50}});
+    return std::clamp<clock::duration>(*deadline_ - now, grace, full);
+  }
+  bool waits() const { return deadline_ && !ticket_.empty(); }
 
   void attempt() {
     attempting = true;
     wake_pending = false;
     const auto sent = clock::now();
+    last_sent_ = sent;
     const auto have = std::to_string(hold_->count.load());
     // The queue entry outlives the longest sleep before this waiter's next attempt (the
     // re-check interval, or what is left of its deadline), with a second to spare.
@@ -85,7 +99,7 @@ class acquire_op final : public waiter,
     std::string_view keys[] = {hold_->name, counter_, queue_};
     std::string_view args[] = {lease_ms_, hold_->owner, have, ticket_, valid_ms,
                                c_.cfg().fencing ? "1" : "0"};
-    c_.scripts().eval(scripts::mutex_acquire, keys, args, c_.cfg().command_timeout,
+    c_.scripts().eval(scripts::mutex_acquire, keys, args, budget(sent),
                       [self = shared_from_this(), sent](std::error_code ec, reply r) {
                         self->on_reply(ec, r, sent);
                       });
@@ -97,6 +111,10 @@ class acquire_op final : public waiter,
     if (ec == errc::timeout || ec == errc::connection_lost) {
       // Maybe applied, maybe not: ask again with the same expected count.
       if (!ambiguous_since_) ambiguous_since_ = sent;
+      if (waits() && !time_left(clock::now())) {
+        undo_in_background();
+        return finish(errc::timeout);
+      }
       if (++resends_ <= max_resends) return attempt();
       undo_in_background();
       return finish(ec);
@@ -110,7 +128,7 @@ class acquire_op final : public waiter,
       // a single-server client cannot make: reported at once.
       if (is_transient(ec) && time_left(now) &&
           now - *transient_since_ < c_.cfg().command_timeout) {
-        return sleep(retry_pause);
+        return sleep(deadline_ ? std::min<clock::duration>(retry_pause, *deadline_ - now) : retry_pause);
       }
       return finish(ec);
     }
@@ -118,16 +136,44 @@ class acquire_op final : public waiter,
     const auto& e = r.elements();
     if (!r.is_array() || e.empty() || !e[0].is_integer()) return finish(errc::protocol_error);
     if (e.size() == 2 && e[0].integer() == 0 && e[1].is_integer()) {
-      return acquired(static_cast<std::uint64_t>(e[1].integer()), ambiguous_since_.value_or(sent));
+      return check_replicas(static_cast<std::uint64_t>(e[1].integer()), ambiguous_since_.value_or(sent));
     }
     if (e.size() == 2 && e[0].integer() == -1) {
       // Our field holds a count we did not expect: our own earlier hold is gone.
       return finish(hold_->count > 0 ? errc::lease_lost : errc::not_owner);
     }
+    if (e.size() != 1) return finish(errc::protocol_error);
     ambiguous_since_.reset();  // "held by another" proves no earlier resend was applied
     resends_ = 0;
     queued_ = !ticket_.empty();
     held_elsewhere(e[0].integer());
+  }
+
+  // config::wait_replicas: a first acquisition counts once that many replicas acknowledged it.
+  // WAIT goes on the command connection, after the acquire script, because WAIT counts the
+  // writes of the connection that sends it. On a shortfall (or no answer) the policy decides:
+  // fail gives back exactly this acquisition and reports errc::no_replicas (or the error);
+  // accept keeps it and marks the lease unreplicated.
+  void check_replicas(std::uint64_t token, clock::time_point sent) {
+    const auto& cfg = c_.cfg();
+    if (cfg.wait_replicas == 0 || hold_->count > 0) return acquired(token, sent);
+    c_.connection().submit(
+        resp::encode_command({"WAIT", std::to_string(cfg.wait_replicas),
+                              std::to_string(cfg.wait_timeout.count())}),
+        cfg.wait_timeout + cfg.command_timeout,
+        [self = shared_from_this(), token, sent](std::error_code ec, reply r) {
+          if (self->finished_) return;
+          const auto& conf = self->c_.cfg();
+          if (!ec && r.is_integer() && r.integer() >= static_cast<std::int64_t>(conf.wait_replicas)) {
+            return self->acquired(token, sent);
+          }
+          if (conf.on_shortfall == config::shortfall_policy::accept) {
+            self->hold_->replicated = false;
+            return self->acquired(token, sent);
+          }
+          const std::error_code why = ec ? ec : make_error_code(errc::no_replicas);
+          self->give_back([self, why] { self->finish(why); });
+        });
   }
 
   void acquired(std::uint64_t token, clock::time_point sent) {
@@ -202,11 +248,20 @@ class acquire_op final : public waiter,
   }
 
   // The outcome stayed unknown: if the acquisition was applied, nobody would release it before
-  // its lease ran out. Keep trying to give it back while the failure looks transient.
-  void undo_in_background(int tries = 5) {
-    if (tries == 0 || c_.stopped()) return;
-    send_give_back([self = shared_from_this(), tries](std::error_code ec) {
-      if (ec && is_retryable(ec)) self->undo_in_background(tries - 1);
+  // its lease ran out. Keep trying to give it back while the failure looks transient — through
+  // a partition, with backoff — until the lease set by the last send has ended by itself.
+  void undo_in_background() {
+    undo_until(last_sent_ + hold_->lease, std::chrono::milliseconds{50});
+  }
+  void undo_until(clock::time_point until, clock::duration pause) {
+    if (c_.stopped()) return;
+    send_give_back([self = shared_from_this(), until, pause](std::error_code ec) {
+      if (!ec || !is_retryable(ec) || self->c_.stopped()) return;
+      if (clock::now() + pause >= until) return;  // the key expires first, on its own
+      auto timer = std::make_shared<asio::steady_timer>(self->c_.strand(), pause);
+      timer->async_wait([self, timer, until, pause](std::error_code e) {
+        if (!e) self->undo_until(until, std::min<clock::duration>(pause * 2, std::chrono::seconds{1}));
+      });
     });
   }
 
@@ -239,6 +294,7 @@ class acquire_op final : public waiter,
   const std::string channel_, counter_, queue_, lease_ms_;
   std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;
+  clock::time_point last_sent_{};  // the latest attempt's send: its lease ends last
   std::optional<clock::time_point> transient_since_;
   int resends_ = 0;
   std::uint64_t sleep_gen_ = 0;

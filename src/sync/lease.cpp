@@ -39,6 +39,7 @@ std::uint64_t lease::fencing_token() const noexcept { return hold_ ? hold_->toke
 std::chrono::milliseconds lease::time_left() const noexcept {
   return hold_ ? detail::time_left(*hold_) : std::chrono::milliseconds{0};
 }
+bool lease::replicated() const noexcept { return hold_ && hold_->replicated.load(); }
 std::stop_token lease::lost() const noexcept {
   return hold_ ? hold_->lost_source.get_token() : std::stop_token{};
 }

@@ -23,11 +23,6 @@ std::shared_ptr<hold_state> new_hold(detail::client_impl& c, const std::string& 
                                       !lease_time.has_value(), detail::next_lease_number());
 }
 
-std::optional<detail::clock::time_point> deadline_after(std::optional<std::chrono::milliseconds> wait) {
-  if (!wait) return std::nullopt;
-  return detail::clock::now() + std::max(*wait, std::chrono::milliseconds{0});
-}
-
 std::error_code check_args(const detail::client_impl& c, const std::string& name,
                            std::optional<std::chrono::milliseconds> lease_time) {
   if (auto ec = detail::validate_name(c.cfg(), name)) return ec;
@@ -61,7 +56,7 @@ bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<millisec
     lease_time = hold->lease;
   }
   if (!hold) hold = new_hold(c, name_, detail::this_thread_number(), lease_time);
-  const auto deadline = deadline_after(wait);
+  const auto deadline = detail::deadline_after(wait);
   auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) {
     detail::start_acquire(c, hold, deadline, std::move(done));
   });
@@ -200,6 +195,11 @@ mutex::milliseconds mutex::lease_time_left() const {
   return hold ? detail::time_left(*hold) : milliseconds{0};
 }
 
+bool mutex::lease_replicated() const {
+  auto hold = client_->holds().find(name_, own_field());
+  return hold && hold->replicated.load();
+}
+
 void mutex::start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
                         detail::completion<lease> done) {
   auto& c = *client_;
@@ -209,7 +209,7 @@ void mutex::start_lease(std::optional<milliseconds> wait, std::optional<millisec
   }
   auto hold = new_hold(c, name_, detail::next_lease_number(), lease_time);
   detail::start_acquire(
-      c, std::move(hold), deadline_after(wait),
+      c, std::move(hold), detail::deadline_after(wait),
       [weak = std::weak_ptr<detail::client_impl>(client_), done = std::move(done)](
           std::error_code ec, std::shared_ptr<hold_state> h) mutable {
         if (ec) return done(ec, lease{});

@@ -19,8 +19,19 @@ using clock = std::chrono::steady_clock;
 
 // errc::invalid_argument for an empty name or one longer than config::max_name_length.
 std::error_code validate_name(const config& cfg, const std::string& name);
-// errc::invalid_argument for a lease or wait that is negative, or a lease of zero.
+// The longest lease accepted: a year (the URI's watchdog lease has the same cap). Longer ones
+// overflow Redis' PEXPIRE (which would refuse it after the hash was written) or the steady
+// clock's arithmetic.
+inline constexpr std::chrono::milliseconds max_lease = std::chrono::hours{24 * 365};
+// Waits this long or longer mean "as long as it takes" (now + wait would overflow).
+inline constexpr std::chrono::milliseconds forever = std::chrono::hours{24 * 365 * 100};
+
+// errc::invalid_argument for a lease that is zero, negative or longer than max_lease.
 std::error_code validate_lease(std::chrono::milliseconds lease);
+
+// The deadline of a wait from now: nullopt for none (no wait given, or one of `forever` or
+// more); a negative wait is a wait of zero (one try).
+std::optional<clock::time_point> deadline_after(std::optional<std::chrono::milliseconds> wait);
 
 // Acquires `hold` (count 0: first acquisition; else one more re-entry) by `deadline` (nullopt:
 // wait as long as it takes; now or earlier: one try). Completes with the hold, its count

@@ -47,8 +47,11 @@ void send_release(client_impl& c, std::shared_ptr<release_state> st, completion<
         if (ec == errc::timeout || ec == errc::connection_lost) {
           if (++st->resends <= max_resends) return send_release(c, st, std::move(done));
         }
-        if (ec) return finish_release(c, *st, ec, false, done);  // count unchanged: retry is safe
-        const bool gone = r.is_nil();
+        // WRONGTYPE: the key was replaced by another type, so our hold is gone as surely as
+        // when the field is missing.
+        const bool replaced = ec == errc::wrong_type;
+        if (ec && !replaced) return finish_release(c, *st, ec, false, done);  // retry is safe
+        const bool gone = r.is_nil() || replaced;
         const bool applied_before = r.is_integer() && r.integer() == -1;
         if (gone && (st->resends == 0 || have_n > 1)) {
           // Our field is not there: the lease ran out or someone force-unlocked. (After a
@@ -103,16 +106,6 @@ void start_force_unlock(client_impl& c, const std::string& name, completion<bool
                    [done = std::move(done)](std::error_code ec, reply r) mutable {
                      done(ec, !ec && r.integer() == 1);
                    });
-}
-
-std::error_code validate_name(const config& cfg, const std::string& name) {
-  if (name.empty() || name.size() > cfg.max_name_length) return errc::invalid_argument;
-  return {};
-}
-
-std::error_code validate_lease(std::chrono::milliseconds lease) {
-  if (lease.count() <= 0) return errc::invalid_argument;
-  return {};
 }
 
 }  // namespace dlock::detail

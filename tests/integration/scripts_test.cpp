@@ -77,7 +77,15 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   ASSERT_FALSE(a.ec);
   ASSERT_EQ(a.r.elements().size(), 2u);
   EXPECT_EQ(a.r.elements()[0].integer(), 0);
-  EXPECT_EQ(a.r.elements()[1].integer(), 1) << "first fencing token";
+  const auto first = a.r.elements()[1].integer();
+  // max(counter + 1, server time in us): a fresh counter starts at the server's clock.
+  const auto server_us = [&] {
+    auto t = c.execute({"TIME"});
+    return std::stoll(t.elements()[0].str()) * 1000000 + std::stoll(t.elements()[1].str());
+  };
+  EXPECT_GT(first, server_us() - 60'000'000) << "first fencing token: the server's time in us";
+  EXPECT_LE(first, server_us());
+  EXPECT_EQ(c.execute({"GET", token}).str(), std::to_string(first));
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
   EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
@@ -85,12 +93,12 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   // lease restarts (the caller trusts it from the resend).
   c.execute({"PEXPIRE", name, "1000"});
   auto resent = acquire("A:1", "0");
-  EXPECT_EQ(resent.r.elements()[1].integer(), 1);
+  EXPECT_EQ(resent.r.elements()[1].integer(), first);
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
   EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
   auto again = acquire("A:1", "1");
-  EXPECT_EQ(again.r.elements()[1].integer(), 1) << "re-entry keeps the token";
+  EXPECT_EQ(again.r.elements()[1].integer(), first) << "re-entry keeps the token";
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "2");
 
   auto b = acquire("B:1", "0");
@@ -110,7 +118,11 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_TRUE(release("A:1", "1").r.is_nil());
 
   auto b2 = acquire("B:1", "0");
-  EXPECT_EQ(b2.r.elements()[1].integer(), 2) << "tokens strictly increase";
+  EXPECT_GT(b2.r.elements()[1].integer(), first) << "tokens strictly increase";
+  release("B:1", "1");
+  // A counter ahead of the clock (Redisson's RFencedLock INCRs the same key) goes on by one.
+  c.execute({"SET", token, "9000000000000000"});
+  EXPECT_EQ(acquire("C:1", "0").r.elements()[1].integer(), 9000000000000001);
 }
 
 TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {

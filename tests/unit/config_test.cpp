@@ -142,6 +142,18 @@ TEST(config_from_uri, io_threads_and_name) {
   EXPECT_EQ(cfg.client_name, "orders-service");
 }
 
+TEST(config_from_uri, wait_policy) {
+  const auto off = parse_ok("redis://h");
+  EXPECT_EQ(off.wait_replicas, 0u);
+  EXPECT_EQ(off.wait_timeout, std::chrono::milliseconds{500});
+  EXPECT_EQ(off.on_shortfall, dlock::config::shortfall_policy::fail);
+  const auto on = parse_ok("redis://h?wait_replicas=2&wait_timeout=250ms&on_shortfall=accept");
+  EXPECT_EQ(on.wait_replicas, 2u);
+  EXPECT_EQ(on.wait_timeout, std::chrono::milliseconds{250});
+  EXPECT_EQ(on.on_shortfall, dlock::config::shortfall_policy::accept);
+  EXPECT_EQ(parse_ok("redis://h?on_shortfall=fail").on_shortfall, dlock::config::shortfall_policy::fail);
+}
+
 TEST(config_from_uri, fencing_on_by_default_and_off_on_request) {
   EXPECT_TRUE(parse_ok("redis://h").fencing);
   EXPECT_TRUE(parse_ok("redis://h?fencing=on").fencing);
@@ -225,6 +237,8 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h?foo=1", "redis://h?timeout", "redis://h?timeout=1s&bar", "redis://h?=1",
         "redis://h?io_threads=0", "redis://h?io_threads=x", "redis://h?name=a%20b",
         "redis://h?fencing=", "redis://h?fencing=yes", "redis://h?fencing=OFF",
+        "redis://h?wait_replicas=-1", "redis://h?wait_replicas=x", "redis://h?wait_replicas=65",
+        "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
         // durations
         "redis://h?timeout=abc", "redis://h?timeout=-5ms", "redis://h?timeout=1.5s",
         "redis://h?timeout=10parsecs", "redis://h?timeout=0", "redis://h?timeout=99999999999h",

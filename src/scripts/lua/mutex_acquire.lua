@@ -7,9 +7,14 @@
 -- ARGV[5] how long its queue entry stays valid without a new attempt, in ms
 -- (KEYS[3], ARGV[4] and ARGV[5] may be left out together: no queue),
 -- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0)
--- Returns {0, token} when the caller holds the lock (token: the counter, INCRed on a first
+-- Returns {0, token} when the caller holds the lock (token: the counter, advanced on a first
 -- acquisition only), {pttl} when another owner holds it, or {-1, count} when the owner's field
 -- holds a count the caller does not expect (its local view is stale).
+-- Fencing tokens: a first acquisition sets the counter to max(counter + 1, server time in
+-- microseconds) and returns it. Strictly increasing while the counter lives, like an INCR (and
+-- Redisson's RFencedLock INCRs the same key); and when the counter is gone — a restart without
+-- persistence, a failover that lost the last writes — still above every token issued before,
+-- as long as the server's clock has not gone back by more than the time since.
 -- Idempotent: resent after a lost reply, an acquisition that was applied (count is already
 -- ARGV[3] + 1) is reported again instead of counted twice.
 -- Layout as Redisson: hash field owner -> hold count, PEXPIRE lease on the hash. A key of
@@ -22,9 +27,23 @@ local have = tonumber(ARGV[3])
 local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
 local token
+-- Nothing is written before every key the script writes is known to be usable: Redis does not
+-- undo a script's earlier writes when a later command fails, so a bad counter must be found
+-- before the lock hash is touched (GET raises WRONGTYPE for a counter of another type).
+local last = 0
+if fenced then
+  local text = redis.call('get', KEYS[2])
+  if text then
+    -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
+    if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
+      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer below 2^53')
+    end
+    last = tonumber(text)
+  end
+end
 if held == have + 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
-  token = fenced and tonumber(redis.call('get', KEYS[2]) or '0') or 0
+  token = last
 elseif held ~= have then
   return {-1, held}
 elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
@@ -40,12 +59,12 @@ elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
 else
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if not fenced then
-    token = 0
-  elseif have == 0 then
-    token = redis.call('incr', KEYS[2])
+  if fenced and have == 0 then
+    local now = redis.call('time')
+    token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+    redis.call('set', KEYS[2], string.format('%.0f', token))
   else
-    token = tonumber(redis.call('get', KEYS[2]) or '0')
+    token = last
   end
 end
 if ticket ~= '' then

@@ -14,11 +14,13 @@ end
 if held == tonumber(ARGV[4]) - 1 then
   return -1
 end
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if counter > 0 then
+if held > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[3], -1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return 0
 end
+-- The last hold: DEL at once (Redisson decrements to 0 first, to the same effect). Over
+-- maxmemory with noeviction Redis refuses HINCRBY but not DEL, so a holder can still release.
 redis.call('del', KEYS[1])
 -- Wake one dlock waiter across all processes: the queue's head (expired entries dropped) is
 -- named on the channel first, as its ticket: a number other than 0 and 1, which Redisson's
