@@ -1,0 +1,47 @@
+// Deliberately broken Redis locks, each with one classic flaw (FAILURES.md #1, #29), for the
+// fault lab's self-test: run through the same workload and faults as dlock, the checker must
+// flag them.
+//
+// Both take the lock with `SET name <owner> NX PX lease` (polling every 10 ms while it is held)
+// and a fencing token from INCR of dlock's fencing counter key.
+// - no_owner_check: the holder checks its lease locally (it stops at send time + lease, like a
+//   correct client) but releases with a plain DEL, so a holder whose lease ran out deletes the
+//   next holder's lock and a third process walks in beside the second.
+// - no_expiry_check: releases correctly (compare-and-delete) but never checks its lease: a
+//   holder frozen past its lease goes on using the resource beside the next holder.
+// One thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+#include "dlock/client.hpp"
+
+namespace dlock::faults {
+
+class broken_lock {
+ public:
+  enum class flaw { no_owner_check, no_expiry_check };
+
+  broken_lock(dlock::client& c, std::string name, flaw f, std::chrono::milliseconds lease);
+
+  // Polls until acquired or `wait` passes (errc::timeout). Sets `token`.
+  std::error_code acquire(std::chrono::milliseconds wait, std::uint64_t& token);
+  // Whether the holder believes its lease is over (never, for no_expiry_check).
+  bool expired() const;
+  // Lease left by the local clock; -1 when the lock does not look (no_expiry_check).
+  std::int64_t time_left_ms() const;
+  std::error_code release();
+
+ private:
+  dlock::client& client_;
+  std::string name_;
+  flaw flaw_;
+  std::chrono::milliseconds lease_;
+  std::string owner_;
+  std::chrono::steady_clock::time_point deadline_{};
+};
+
+}  // namespace dlock::faults

@@ -1,0 +1,43 @@
+# The fault lab's histories, checker, workers and multi-process scenarios (issue 6, part 1).
+#   dlock_fault_lab       history writer/reader, checker, resource, broken locks (a library)
+#   dlock_fault_worker    one lock user per process, recording its history
+#   dlock_fault_checker   the checker from the command line (prints the report as JSON)
+#   dlock_fault_tests     checker tests on hand-written histories + the process scenarios
+# Events are written with designated initializers naming only the fields that matter
+# (`{.kind = "enter", .token = t}`); every other field has its default, which GCC's
+# -Wmissing-field-initializers would flag.
+function(dlock_fault_lab_warnings target)
+  dlock_warnings(${target})
+  target_compile_options(${target} PRIVATE -Wno-missing-field-initializers)
+endfunction()
+
+add_library(dlock_fault_lab STATIC
+  ${CMAKE_CURRENT_SOURCE_DIR}/history.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/resource.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/broken_lock.cpp)
+target_include_directories(dlock_fault_lab PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(dlock_fault_lab PUBLIC dlock)
+dlock_fault_lab_warnings(dlock_fault_lab)
+
+add_executable(dlock_fault_worker ${CMAKE_CURRENT_SOURCE_DIR}/fault_worker.cpp)
+target_link_libraries(dlock_fault_worker PRIVATE dlock_fault_lab)
+dlock_fault_lab_warnings(dlock_fault_worker)
+
+add_executable(dlock_fault_checker ${CMAKE_CURRENT_SOURCE_DIR}/fault_checker.cpp)
+target_link_libraries(dlock_fault_checker PRIVATE dlock_fault_lab)
+dlock_fault_lab_warnings(dlock_fault_checker)
+
+add_executable(dlock_fault_tests
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_test.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/fault_test.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/self_check_test.cpp)
+target_link_libraries(dlock_fault_tests PRIVATE dlock_fault_lab dlock_internal dlock_test_support
+                                               GTest::gtest_main)
+dlock_fault_lab_warnings(dlock_fault_tests)
+add_dependencies(dlock_fault_tests dlock_fault_worker dlock_fault_checker)
+target_compile_definitions(dlock_fault_tests PRIVATE
+  DLOCK_FAULT_WORKER="$<TARGET_FILE:dlock_fault_worker>"
+  DLOCK_FAULT_CHECKER="$<TARGET_FILE:dlock_fault_checker>")
+gtest_discover_tests(dlock_fault_tests PROPERTIES LABELS faults TIMEOUT 120
+                     DISCOVERY_TIMEOUT 60)

@@ -1,0 +1,96 @@
+// A master with one replica behind a loopback proxy the test controls, and the WAIT policy of
+// config::wait_replicas / on_shortfall: with replication healthy an acquisition is acknowledged;
+// with it blocked, `fail` reports errc::no_replicas and leaves no key behind, `accept` keeps the
+// lock and marks the lease unreplicated.
+#include <gtest/gtest.h>
+
+#include <asio/use_future.hpp>
+#include <chrono>
+#include <string>
+
+#include "../integration/test_util.hpp"
+#include "dlock/mutex.hpp"
+#include "support/redis_server.hpp"
+#include "support/tcp_proxy.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::errc;
+using dlock::test::direction;
+using steady = std::chrono::steady_clock;
+
+struct replicated : ::testing::Test {
+  dlock::test::redis_server master;
+  dlock::test::tcp_proxy link{master.port()};  // the replica's link to its master
+  dlock::test::redis_server replica{{.extra_args = {"--replicaof", "127.0.0.1", std::to_string(link.port())}}};
+
+  void SetUp() override {
+    ASSERT_TRUE(dlock::test::wait_until(
+        [&] { return replica.command({"INFO", "replication"}).find("master_link_status:up") != std::string::npos; },
+        10s)) << replica.command({"INFO", "replication"});
+  }
+  dlock::config cfg(const std::string& policy) {
+    return dlock::config::from_uri(master.url() + "?wait_replicas=1&wait_timeout=300ms&on_shortfall=" + policy);
+  }
+};
+
+TEST_F(replicated, a_healthy_replica_acknowledges_every_acquisition) {
+  dlock::client c{cfg("fail")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+  ASSERT_TRUE(m.try_lock_for(2s));
+  EXPECT_TRUE(m.lease_replicated());
+  EXPECT_EQ(replica.command({"EXISTS", name}), ":1") << "WAIT returned: the replica has it";
+  m.unlock();
+  auto l = m.async_lock(asio::use_future).get();
+  EXPECT_TRUE(l.replicated());
+  l.unlock();
+}
+
+TEST_F(replicated, fail_policy_reports_no_replicas_and_leaves_no_key_when_replication_is_blocked) {
+  dlock::client c{cfg("fail")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+  link.pause(direction::both);  // replication stalls (bytes held, delivered on pass())
+  std::error_code ec;
+  const auto start = steady::now();
+  EXPECT_FALSE(m.try_lock_for(2s, ec));
+  const auto took = steady::now() - start;
+  EXPECT_EQ(ec, errc::no_replicas) << ec.message();
+  EXPECT_GE(took, 300ms) << "WAIT's timeout";
+  EXPECT_LT(took, 2s);
+  EXPECT_EQ(master.command({"EXISTS", name}), ":0") << "given back before the failure was reported";
+  EXPECT_FALSE(m.lease_replicated());
+  auto f = m.async_lock_for(2s, asio::use_future);
+  try {
+    f.get();
+    ADD_FAILURE() << "expected errc::no_replicas";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::no_replicas);
+  }
+  EXPECT_EQ(master.command({"EXISTS", name}), ":0");
+  // Healed: acquisitions are acknowledged again.
+  link.pass();
+  ASSERT_TRUE(dlock::test::wait_until(
+      [&] { return replica.command({"INFO", "replication"}).find("master_link_status:up") != std::string::npos; },
+      10s));
+  ASSERT_TRUE(m.try_lock_for(5s, ec)) << ec.message();
+  EXPECT_TRUE(m.lease_replicated());
+  m.unlock();
+}
+
+TEST_F(replicated, accept_policy_keeps_the_lock_and_marks_the_lease_unreplicated) {
+  dlock::client c{cfg("accept")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+  link.pause(direction::both);  // replication stalls (bytes held, delivered on pass())
+  ASSERT_TRUE(m.try_lock_for(2s));
+  EXPECT_FALSE(m.lease_replicated()) << "held, but a failover now could lose it";
+  EXPECT_GT(m.fencing_token(), 0u);
+  EXPECT_EQ(master.command({"EXISTS", name}), ":1");
+  m.unlock();
+  EXPECT_EQ(master.command({"EXISTS", name}), ":0");
+}
+
+}  // namespace
