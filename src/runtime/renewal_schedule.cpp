@@ -25,7 +25,8 @@ std::optional<renewal_schedule::clock::time_point> renewal_schedule::due(id h) c
 
 std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_point now,
                                                                   clock::duration slack,
-                                                                  std::size_t max_batch) {
+                                                                  std::size_t max_batch,
+                                                                  bool top_up) {
   std::vector<std::pair<clock::time_point, id>> due;
   for (auto& [h, e] : holds_) {
     if (!e.in_flight && e.renew_at != clock::time_point::max() && e.renew_at <= now + slack) {
@@ -33,7 +34,7 @@ std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_po
     }
   }
   // Any of them is due within `slack`, but the first batch should not wait for the later ones.
-  if (due.empty() || std::min_element(due.begin(), due.end())->first > now) return {};
+  if (due.empty() || (!top_up && std::min_element(due.begin(), due.end())->first > now)) return {};
   if (due.size() > max_batch) {
     std::partial_sort(due.begin(), due.begin() + static_cast<std::ptrdiff_t>(max_batch), due.end());
     due.resize(max_batch);

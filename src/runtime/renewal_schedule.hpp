@@ -38,8 +38,10 @@ class renewal_schedule {
   std::optional<clock::time_point> due(id h) const;
 
   // Holds to renew now: those due within `slack` of `now` and not already being renewed, at
-  // most `max_batch`. They are marked in flight until confirmed() or failed().
-  std::vector<id> take_renewals(clock::time_point now, clock::duration slack, std::size_t max_batch);
+  // most `max_batch`, earliest first; none unless one is due now (`top_up`: even so — to fill a
+  // batch that is going out anyway). They are marked in flight until confirmed() or failed().
+  std::vector<id> take_renewals(clock::time_point now, clock::duration slack, std::size_t max_batch,
+                                bool top_up = false);
   // The renewal sent at `sent` found the hold in place: trusted again from `sent`.
   void confirmed(id h, clock::time_point sent);
   // The renewal got no answer (timeout, connection lost): try again at `retry_at`.

@@ -74,6 +74,18 @@ TEST(renewal_schedule, add_with_renew_schedules_renewal_at_a_third_of_the_lease)
   EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{7});
 }
 
+TEST(renewal_schedule, top_up_takes_holds_not_yet_due_earliest_first) {
+  renewal_schedule s;
+  s.add(1, t0, lease, true);
+  s.add(2, t0 + 200ms, lease, true);
+  s.add(3, t0 + 100ms, lease, true);
+  s.add(4, t0 + 5s, lease, true);   // due far later than the top-up's slack
+  s.add(5, t0 + 50ms, lease, false);  // never renewed
+  EXPECT_TRUE(s.take_renewals(t0, third, 100).empty()) << "nothing due now";
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 2, true), (std::vector<id>{1, 3})) << "earliest first";
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, true), (std::vector<id>{2})) << "in flight: not again";
+}
+
 TEST(renewal_schedule, add_without_renew_never_renews_but_expires) {
   renewal_schedule s;
   s.add(7, t0, lease, false);
