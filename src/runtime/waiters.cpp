@@ -102,6 +102,7 @@ void waiter_registry::wake_one(const std::string& channel) {
 }
 
 void waiter_registry::wake(waiter* w) {
+  w->named = true;
   if (!w->attempting) return w->wake();
   w->wake_pending = true;  // it re-checks as soon as its attempt fails
 }

@@ -35,6 +35,8 @@ class waiter {
   bool attempting = false;    // an acquire attempt is in flight
   bool wake_pending = false;  // woken while attempting: re-check again if the attempt fails
   std::uint64_t ticket = 0;   // its name in the lock's waiter queue (0: none)
+  bool named = false;         // an unlock named it (its ticket came): it was popped from the
+                              // queue, so a failed attempt should re-enter at the front
 };
 
 class waiter_registry {

@@ -98,7 +98,8 @@ class acquire_op final : public waiter,
     const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
     std::string_view keys[] = {hold_->name, counter_, queue_};
     std::string_view args[] = {lease_ms_, hold_->owner, have, ticket_, valid_ms,
-                               c_.cfg().fencing ? "1" : "0"};
+                               c_.cfg().fencing ? "1" : "0", named ? "1" : "0"};
+    named = false;
     c_.scripts().eval(scripts::mutex_acquire, keys, args, budget(sent),
                       [self = shared_from_this(), sent](std::error_code ec, reply r) {
                         self->on_reply(ec, r, sent);

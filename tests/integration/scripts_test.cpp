@@ -125,6 +125,40 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_EQ(acquire("C:1", "0").r.elements()[1].integer(), 9000000000000001);
 }
 
+// The waiter queue: a caller that finds the lock held enters it (score: when its entry goes
+// stale); a release pops the head and names it before its 0; a named caller that finds the lock
+// taken again goes back to the front; acquiring leaves the queue.
+TEST(scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto token = "redisson_lock_token:{" + name + "}";
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  const auto channel = "redisson_lock__channel:{" + name + "}";
+  auto acquire = [&](const std::string& owner, const std::string& ticket, const char* named) {
+    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue},
+                {"30000", owner, "0", ticket, "5000", "1", named});
+  };
+  ASSERT_EQ(acquire("A:1", "", "0").r.elements().size(), 2u);
+  EXPECT_EQ(acquire("B:1", "4294967297", "0").r.elements().size(), 1u) << "held: B queued";
+  EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u) << "held: C queued";
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
+  EXPECT_GT(std::stoll(srv.command({"PTTL", queue}).substr(1)), 4000) << "the queue expires with its entries";
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "A:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]") << "B was popped and named";
+  // D barges in before B's attempt; B, named, finds it held and keeps its place ahead of C.
+  ASSERT_EQ(acquire("D:1", "", "0").r.elements().size(), 2u);
+  EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 1u);
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "D:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 2u) << "B acquires";
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]");
+  EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u);
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "B:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(acquire("C:1", "4294967298", "1").r.elements().size(), 2u);
+  EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "the last waiter left: no key";
+}
+
 TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {
   dlock::test::redis_server srv;
   dlock::client c{dlock::config::from_uri(srv.url())};

@@ -253,6 +253,8 @@ TEST(waiters, a_ticket_wakes_exactly_its_waiter_and_the_zero_after_it_wakes_nobo
   EXPECT_EQ(w1.wakes, 0);
   EXPECT_EQ(w2.wakes, 1);
   EXPECT_EQ(w3.wakes, 0);
+  EXPECT_TRUE(w2.named) << "its next attempt keeps its place in the queue";
+  EXPECT_FALSE(w1.named);
   // A 0 that no ticket announced (Redisson's unlock) wakes the first waiter as before.
   ASSERT_TRUE(sub.message(chan_a, "0"));
   EXPECT_EQ(w1.wakes, 1);

@@ -6,7 +6,9 @@
 -- ARGV[4] the caller's waiter ticket ('' or absent: it will not wait),
 -- ARGV[5] how long its queue entry stays valid without a new attempt, in ms
 -- (KEYS[3], ARGV[4] and ARGV[5] may be left out together: no queue),
--- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0)
+-- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0),
+-- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
+-- queue); if it finds the lock taken after all, it goes back to the front, not the back
 -- Returns {0, token} when the caller holds the lock (token: the counter, advanced on a first
 -- acquisition only), {pttl} when another owner holds it, or {-1, count} when the owner's field
 -- holds a count the caller does not expect (its local view is stale).
@@ -50,7 +52,14 @@ elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
   if ticket ~= '' then
     local now = redis.call('time')
     local ttl = tonumber(ARGV[5])
-    redis.call('zadd', KEYS[3], now[1] * 1000 + math.floor(now[2] / 1000) + ttl, ticket)
+    local score = now[1] * 1000 + math.floor(now[2] / 1000) + ttl
+    if ARGV[7] == '1' then
+      local first = redis.call('zrange', KEYS[3], 0, 0, 'WITHSCORES')
+      if first[2] then
+        score = math.min(score, tonumber(first[2]) - 1)
+      end
+    end
+    redis.call('zadd', KEYS[3], score, ticket)
     if redis.call('pttl', KEYS[3]) < ttl then
       redis.call('pexpire', KEYS[3], ttl)
     end
