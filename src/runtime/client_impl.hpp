@@ -13,6 +13,7 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -94,6 +95,9 @@ class client_impl {
   // Strand only: operations to abort with errc::shutdown at shutdown.
   void track(abortable* op) { ops_.insert(op); }
   void untrack(abortable* op) { ops_.erase(op); }
+  // Strand only: acquisitions being given back in the background, by "<owner> <name>", with the
+  // id of the operation doing it; a new acquire by the same owner erases the entry (sync/acquire).
+  std::unordered_map<std::string, std::uintptr_t>& undoing() noexcept { return undoing_; }
   // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
   void warn(warning w, const std::string& message);
 
@@ -118,6 +122,7 @@ class client_impl {
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
   unsigned warned_ = 0;  // strand only: bit per warning already given
+  std::unordered_map<std::string, std::uintptr_t> undoing_;  // strand only
   std::mutex gate_;  // orders post_or_shutdown against shutdown
 };
 

@@ -53,6 +53,10 @@ class acquire_op final : public waiter,
   // Strand only.
   void start() {
     if (hold_->lost) return finish(errc::lease_lost);
+    // A give-back still running for an earlier acquisition by this owner must stop before this
+    // one's first attempt goes out: it would delete what this op acquires (same owner field,
+    // same count). One connection keeps order, so what it already sent runs before our attempt.
+    c_.undoing().erase(undo_key());
     c_.track(this);
     tracked_ = true;
     attempt();
@@ -60,7 +64,9 @@ class acquire_op final : public waiter,
 
   void wake() override {
     if (finished_) return;
-    if (attempting) {
+    // While giving an acquisition back, the wake-up may be that release's own message: acting
+    // on it now would take the lock again just before this op ends.
+    if (attempting || giving_back_) {
       wake_pending = true;
       return;
     }
@@ -90,7 +96,8 @@ class acquire_op final : public waiter,
     wake_pending = false;
     const auto sent = clock::now();
     last_sent_ = sent;
-    const auto have = std::to_string(hold_->count.load());
+    sent_have_ = hold_->count.load();
+    const auto have = std::to_string(sent_have_);
     // The queue entry outlives the longest sleep before this waiter's next attempt (the
     // re-check interval, or what is left of its deadline), with a second to spare.
     auto valid = c_.cfg().wait_recheck;
@@ -113,15 +120,16 @@ class acquire_op final : public waiter,
       // Maybe applied, maybe not: ask again with the same expected count.
       if (!ambiguous_since_) ambiguous_since_ = sent;
       if (waits() && !time_left(clock::now())) {
-        undo_in_background();
+        undo_in_background(sent_have_ + 1);
         return finish(errc::timeout);
       }
       if (++resends_ <= max_resends) return attempt();
-      undo_in_background();
+      undo_in_background(sent_have_ + 1);
       return finish(ec);
     }
     if (ec) {
-      if (ambiguous_since_) undo_in_background();
+      // While this op goes on, its next attempt settles an ambiguous one (the script adopts an
+      // acquisition that was applied); only an op that ends gives it back.
       const auto now = clock::now();
       if (!transient_since_) transient_since_ = now;
       // LOADING, BUSY, MASTERDOWN...: wait them out for up to one command timeout (and within
@@ -131,6 +139,7 @@ class acquire_op final : public waiter,
           now - *transient_since_ < c_.cfg().command_timeout) {
         return sleep(deadline_ ? std::min<clock::duration>(retry_pause, *deadline_ - now) : retry_pause);
       }
+      if (ambiguous_since_) undo_in_background(sent_have_ + 1);
       return finish(ec);
     }
     transient_since_.reset();
@@ -233,15 +242,20 @@ class acquire_op final : public waiter,
   // it keeps trying in the background.
   template <class Then>
   void give_back(Then then) {
-    send_give_back([self = shared_from_this(), then = std::move(then)](std::error_code ec) mutable {
-      if (ec) self->undo_in_background();
+    const auto have = hold_->count.load() + 1;
+    giving_back_ = true;
+    send_give_back(have, [self = shared_from_this(), have, then = std::move(then)](std::error_code ec) mutable {
+      self->giving_back_ = false;
       then();
+      // An op that goes on settles it with its next attempt; one that ended gives it back.
+      if (ec && self->finished_) self->undo_in_background(have);
     });
   }
 
+  // Releases the acquisition that left the owner's count at `have` (conditional on it).
   template <class Done>
-  void send_give_back(Done done) {
-    const auto have = std::to_string(hold_->count.load() + 1);
+  void send_give_back(std::uint32_t have_count, Done done) {
+    const auto have = std::to_string(have_count);
     std::string_view keys[] = {hold_->name, channel_, queue_};
     std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
     c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
@@ -251,20 +265,34 @@ class acquire_op final : public waiter,
   // The outcome stayed unknown: if the acquisition was applied, nobody would release it before
   // its lease ran out. Keep trying to give it back while the failure looks transient — through
   // a partition, with backoff — until the lease set by the last send has ended by itself.
-  void undo_in_background() {
-    undo_until(last_sent_ + hold_->lease, std::chrono::milliseconds{50});
+  // A later acquire by the same owner cancels it (start()): from then on the acquisition it
+  // would give back may be that op's.
+  void undo_in_background(std::uint32_t have) {
+    c_.undoing()[undo_key()] = undo_id();
+    undo_until(have, last_sent_ + hold_->lease, std::chrono::milliseconds{50});
   }
-  void undo_until(clock::time_point until, clock::duration pause) {
-    if (c_.stopped()) return;
-    send_give_back([self = shared_from_this(), until, pause](std::error_code ec) {
-      if (!ec || !is_retryable(ec) || self->c_.stopped()) return;
-      if (clock::now() + pause >= until) return;  // the key expires first, on its own
+  void undo_until(std::uint32_t have, clock::time_point until, clock::duration pause) {
+    auto& undoing = c_.undoing();
+    const auto it = undoing.find(undo_key());
+    if (it == undoing.end() || it->second != undo_id()) return;  // cancelled
+    if (c_.stopped() || clock::now() >= until) {  // the key expires on its own
+      undoing.erase(it);
+      return;
+    }
+    send_give_back(have, [self = shared_from_this(), have, until, pause](std::error_code ec) {
+      if (!ec || !is_retryable(ec) || self->c_.stopped()) {
+        auto& u = self->c_.undoing();
+        if (auto i = u.find(self->undo_key()); i != u.end() && i->second == self->undo_id()) u.erase(i);
+        return;
+      }
       auto timer = std::make_shared<asio::steady_timer>(self->c_.strand(), pause);
-      timer->async_wait([self, timer, until, pause](std::error_code e) {
-        if (!e) self->undo_until(until, std::min<clock::duration>(pause * 2, std::chrono::seconds{1}));
+      timer->async_wait([self, timer, have, until, pause](std::error_code) {
+        self->undo_until(have, until, std::min<clock::duration>(pause * 2, std::chrono::seconds{1}));
       });
     });
   }
+  std::string undo_key() const { return hold_->owner + ' ' + hold_->name; }  // owners have no spaces
+  std::uintptr_t undo_id() const { return reinterpret_cast<std::uintptr_t>(this); }
 
   void finish(std::error_code ec) {
     if (finished_) return;
@@ -296,6 +324,8 @@ class acquire_op final : public waiter,
   std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;
   clock::time_point last_sent_{};  // the latest attempt's send: its lease ends last
+  std::uint32_t sent_have_ = 0;    // the count the latest attempt expected
+  bool giving_back_ = false;       // a give-back is in flight
   std::optional<clock::time_point> transient_since_;
   int resends_ = 0;
   std::uint64_t sleep_gen_ = 0;

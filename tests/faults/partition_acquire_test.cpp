@@ -250,3 +250,47 @@ TEST(partition, hand_offs_stay_exclusive_and_tokens_increase_under_latency) {
 }
 
 }  // namespace
+
+namespace {
+
+// Review finding: the background give-back of an ambiguous acquisition read the owner's count
+// when each retry went out, so a later acquisition by the same thread (same owner field, same
+// count) could be deleted by it after the heal — two holders. A new acquire by the same owner
+// now cancels the give-back; whatever it had already sent runs before the new attempt.
+TEST(partition, a_retry_by_the_same_thread_is_not_undone_by_the_earlier_give_back) {
+  dlock::test::redis_server srv;
+  tcp_proxy proxy{srv.port()};
+  dlock::client holder{config_through(proxy, "watchdog=10s&timeout=300ms&connect_timeout=300ms")};
+  dlock::client other{config_for(srv)};
+  const auto name = unique_name("retry");
+  dlock::mutex h{holder, name}, o{other, name};
+  warm_up(holder, name);
+  proxy.blackhole(direction::server_to_client);
+  std::error_code ec;
+  EXPECT_FALSE(h.try_lock_for(600ms, ec)) << "no reply can come back";
+  EXPECT_TRUE(wait_until([&] { return !none_of_ours(holder, other, name); }, 2s))
+      << "the acquisition itself was applied: a give-back is now pending";
+  // The same thread tries again, as callers do, until it gets it; the link heals meanwhile.
+  std::thread healer{[&] {
+    std::this_thread::sleep_for(500ms);
+    proxy.pass();
+  }};
+  bool got = false;
+  for (int tries = 0; tries < 20 && !got; ++tries) {
+    got = h.try_lock_for(10s, ec);
+    if (!got) {
+      EXPECT_TRUE(ambiguous(ec) || ec == errc::connection_refused) << ec.message();
+    }
+  }
+  healer.join();
+  ASSERT_TRUE(got) << ec.message();
+  // Past several rounds of the earlier give-back's backoff (50 ms, doubling to 1 s).
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_FALSE(none_of_ours(holder, other, name)) << "the new hold is still ours";
+  EXPECT_FALSE(o.try_lock()) << "nobody else got in";
+  EXPECT_GT(h.lease_time_left().count(), 0);
+  h.unlock();
+  EXPECT_TRUE(none_of_ours(holder, other, name));
+}
+
+}  // namespace

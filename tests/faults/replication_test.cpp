@@ -7,6 +7,7 @@
 #include <asio/use_future.hpp>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "../integration/test_util.hpp"
 #include "dlock/mutex.hpp"
@@ -62,6 +63,9 @@ TEST_F(replicated, fail_policy_reports_no_replicas_and_leaves_no_key_when_replic
   EXPECT_LT(took, 2s);
   EXPECT_EQ(master.command({"EXISTS", name}), ":0") << "given back before the failure was reported";
   EXPECT_FALSE(m.lease_replicated());
+  // The give-back's own unlock message must not wake the failed op into taking it again.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(master.command({"EXISTS", name}), ":0") << "and not taken again behind the caller's back";
   auto f = m.async_lock_for(2s, asio::use_future);
   try {
     f.get();

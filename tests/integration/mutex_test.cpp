@@ -207,6 +207,32 @@ TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
   EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "every waiter left the queue";
 }
 
+// The waiter queue only speeds wake-ups up: a queue key of another type (or one the server
+// refuses to grow) fails no lock call, leaves nothing held and is never touched.
+TEST(mutex, a_queue_key_of_another_type_fails_nothing) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=300ms")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  srv.command({"SET", queue, "not a zset"});
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  auto t = on_thread([&] {
+    std::error_code ec;
+    const bool got = w.try_lock_for(5s, ec);
+    if (got) w.unlock();
+    return std::pair{got, ec};
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+  h.unlock();
+  ASSERT_EQ(t.wait_for(5s), std::future_status::ready);
+  const auto [got, ec] = t.get();
+  EXPECT_TRUE(got) << ec.message();
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(srv.command({"GET", queue}), "not a zset");
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+}
+
 // A waiter that gives up leaves the queue at once, so no unlock names it.
 TEST(mutex, a_waiter_that_times_out_leaves_the_queue) {
   dlock::test::redis_server srv;

@@ -50,18 +50,24 @@ elseif held ~= have then
   return {-1, held}
 elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
   if ticket ~= '' then
+    -- The queue only speeds wake-ups up: its commands are pcalls, so a queue key of another
+    -- type, or OOM refusing the ZADD, never fails the lock (the caller then waits by re-checks).
     local now = redis.call('time')
     local ttl = tonumber(ARGV[5])
-    local score = now[1] * 1000 + math.floor(now[2] / 1000) + ttl
+    local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    local score = now_ms + ttl
     if ARGV[7] == '1' then
-      local first = redis.call('zrange', KEYS[3], 0, 0, 'WITHSCORES')
-      if first[2] then
+      local first = redis.pcall('zrange', KEYS[3], 0, 0, 'WITHSCORES')
+      -- In front of the head, but never already stale (a stale head is dropped by the next release).
+      if type(first) == 'table' and first[2] and tonumber(first[2]) - 1 > now_ms then
         score = math.min(score, tonumber(first[2]) - 1)
       end
     end
-    redis.call('zadd', KEYS[3], score, ticket)
-    if redis.call('pttl', KEYS[3]) < ttl then
-      redis.call('pexpire', KEYS[3], ttl)
+    if type(redis.pcall('zadd', KEYS[3], score, ticket)) == 'number' then
+      local qttl = redis.pcall('pttl', KEYS[3])
+      if type(qttl) == 'number' and qttl < ttl then
+        redis.pcall('pexpire', KEYS[3], ttl)
+      end
     end
   end
   return {redis.call('pttl', KEYS[1])}
@@ -77,6 +83,6 @@ else
   end
 end
 if ticket ~= '' then
-  redis.call('zrem', KEYS[3], ticket)
+  redis.pcall('zrem', KEYS[3], ticket)  -- see above: never fails the lock
 end
 return {0, token}

@@ -28,11 +28,13 @@ redis.call('del', KEYS[1])
 -- that follows; Redisson's waiters wake on that '0' as always.
 -- pcall: an ACL user without channel rights (Redis 7's default) may not publish; the lock is
 -- released all the same and waiters find out by their re-checks.
+-- The queue's commands are pcalls: a queue key of another type never fails a release that has
+-- already deleted the lock (waiters then find out by their re-checks).
 if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
   local now = redis.call('time')
-  redis.call('zremrangebyscore', KEYS[3], '-inf', now[1] * 1000 + math.floor(now[2] / 1000))
-  local head = redis.call('zpopmin', KEYS[3])
-  if head[1] then
+  redis.pcall('zremrangebyscore', KEYS[3], '-inf', now[1] * 1000 + math.floor(now[2] / 1000))
+  local head = redis.pcall('zpopmin', KEYS[3])
+  if type(head) == 'table' and head[1] and not head.err then
     redis.pcall('publish', KEYS[2], head[1])
   end
 end
