@@ -4,4 +4,7 @@
 add_executable(dlock_hostile_tests ${CMAKE_CURRENT_SOURCE_DIR}/hostile_test.cpp)
 target_link_libraries(dlock_hostile_tests PRIVATE dlock_internal dlock_test_support GTest::gtest_main)
 dlock_warnings(dlock_hostile_tests)
+if(DLOCK_SANITIZE)
+  target_compile_definitions(dlock_hostile_tests PRIVATE DLOCK_TEST_SANITIZED)  # looser time bounds
+endif()
 gtest_discover_tests(dlock_hostile_tests PROPERTIES LABELS faults TIMEOUT 120 DISCOVERY_TIMEOUT 60)
