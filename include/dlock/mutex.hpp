@@ -169,6 +169,7 @@ class mutex {
         token, wait, lease_time);
   }
   std::string own_field() const;  // the calling thread's owner field in the lock hash
+  std::shared_ptr<detail::hold_state> own_hold() const;  // the calling thread's hold, or null
   void start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
                    detail::completion<lease> done);
   bool try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,

@@ -272,24 +272,22 @@ class acquire_op final : public waiter,
     undo_until(have, last_sent_ + hold_->lease, std::chrono::milliseconds{50});
   }
   void undo_until(std::uint32_t have, clock::time_point until, clock::duration pause) {
-    auto& undoing = c_.undoing();
-    const auto it = undoing.find(undo_key());
-    if (it == undoing.end() || it->second != undo_id()) return;  // cancelled
-    if (c_.stopped() || clock::now() >= until) {  // the key expires on its own
-      undoing.erase(it);
-      return;
-    }
+    if (!undo_pending()) return;  // cancelled by a newer acquire of this owner
+    if (c_.stopped() || clock::now() >= until) return end_undo();  // the key expires on its own
     send_give_back(have, [self = shared_from_this(), have, until, pause](std::error_code ec) {
-      if (!ec || !is_retryable(ec) || self->c_.stopped()) {
-        auto& u = self->c_.undoing();
-        if (auto i = u.find(self->undo_key()); i != u.end() && i->second == self->undo_id()) u.erase(i);
-        return;
-      }
+      if (!ec || !is_retryable(ec) || self->c_.stopped()) return self->end_undo();
       auto timer = std::make_shared<asio::steady_timer>(self->c_.strand(), pause);
       timer->async_wait([self, timer, have, until, pause](std::error_code) {
         self->undo_until(have, until, std::min<clock::duration>(pause * 2, std::chrono::seconds{1}));
       });
     });
+  }
+  bool undo_pending() const {
+    const auto it = c_.undoing().find(undo_key());
+    return it != c_.undoing().end() && it->second == undo_id();
+  }
+  void end_undo() {
+    if (undo_pending()) c_.undoing().erase(undo_key());
   }
   std::string undo_key() const { return hold_->owner + ' ' + hold_->name; }  // owners have no spaces
   std::uintptr_t undo_id() const { return reinterpret_cast<std::uintptr_t>(this); }

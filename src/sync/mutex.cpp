@@ -178,25 +178,27 @@ mutex::milliseconds mutex::remaining_lease() {
   return throwing<milliseconds>([&](std::error_code& ec) { return remaining_lease(ec); });
 }
 
+std::shared_ptr<hold_state> mutex::own_hold() const {
+  return client_->holds().find(name_, own_field());
+}
+
 std::uint64_t mutex::fencing_token() const {
-  const auto owner = own_field();
-  auto hold = client_->holds().find(name_, owner);
+  auto hold = own_hold();
   return hold ? hold->token.load() : 0;
 }
 
 std::stop_token mutex::lease_lost() const {
-  const auto owner = own_field();
-  auto hold = client_->holds().find(name_, owner);
+  auto hold = own_hold();
   return hold ? hold->lost_source.get_token() : std::stop_token{};
 }
 
 mutex::milliseconds mutex::lease_time_left() const {
-  auto hold = client_->holds().find(name_, own_field());
+  auto hold = own_hold();
   return hold ? detail::time_left(*hold) : milliseconds{0};
 }
 
 bool mutex::lease_replicated() const {
-  auto hold = client_->holds().find(name_, own_field());
+  auto hold = own_hold();
   return hold && hold->replicated.load();
 }
 

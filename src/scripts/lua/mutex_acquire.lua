@@ -29,26 +29,10 @@ local have = tonumber(ARGV[3])
 local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
 local token
--- Nothing is written before every key the script writes is known to be usable: Redis does not
--- undo a script's earlier writes when a later command fails, so a bad counter must be found
--- before the lock hash is touched (GET raises WRONGTYPE for a counter of another type).
-local last = 0
-if fenced then
-  local text = redis.call('get', KEYS[2])
-  if text then
-    -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
-    if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
-      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer below 2^53')
-    end
-    last = tonumber(text)
-  end
-end
-if held == have + 1 then
-  redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
-  token = last
-elseif held ~= have then
+if held ~= have and held ~= have + 1 then
   return {-1, held}
-elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
+end
+if held == have and have == 0 and redis.call('exists', KEYS[1]) == 1 then
   if ticket ~= '' then
     -- The queue only speeds wake-ups up: its commands are pcalls, so a queue key of another
     -- type, or OOM refusing the ZADD, never fails the lock (the caller then waits by re-checks).
@@ -71,6 +55,25 @@ elseif have == 0 and redis.call('exists', KEYS[1]) == 1 then
     end
   end
   return {redis.call('pttl', KEYS[1])}
+end
+-- From here on the script writes. Nothing is written before every key it writes is known to be
+-- usable: Redis does not undo a script's earlier writes when a later command fails, so a bad
+-- counter must be found before the lock hash is touched (GET raises WRONGTYPE for a counter of
+-- another type). A caller that finds the lock held (above) never reads the counter.
+local last = 0
+if fenced then
+  local text = redis.call('get', KEYS[2])
+  if text then
+    -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
+    if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
+      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer below 2^53')
+    end
+    last = tonumber(text)
+  end
+end
+if held == have + 1 then
+  redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
+  token = last
 else
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
