@@ -10,6 +10,12 @@ namespace {
 
 using namespace std::string_view_literals;
 
+// One year bounds every duration: larger values are typos, and they keep deadline arithmetic
+// on steady_clock far from overflow.
+constexpr std::chrono::milliseconds max_duration{365ll * 24 * 3'600'000};
+// A hand-off longer than this would hold every other waiter up for no purpose.
+constexpr std::chrono::milliseconds max_handoff_window{60'000};
+
 bool parse_uint(std::string_view s, std::uint64_t& out) {
   if (s.empty()) return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -117,6 +123,11 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
   if (key == "reconnect_max") return set_duration(cfg.reconnect_max, key, value, false, st);
   if (key == "watchdog") return set_duration(cfg.watchdog_lease, key, value, false, st);
   if (key == "recheck") return set_duration(cfg.wait_recheck, key, value, false, st);
+  if (key == "handoff") {
+    if (!set_duration(cfg.handoff_window, key, value, true, st)) return false;
+    if (cfg.handoff_window > max_handoff_window) return st.fail("handoff must be at most 1m");
+    return true;
+  }
   if (key == "max_name") {
     std::uint64_t n = 0;
     if (!parse_uint(value, n) || n == 0 || n > 65536) return st.fail("max_name must be 1..65536");
@@ -223,9 +234,7 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::error_code&
   else if (unit == "s") scale = 1000;
   else if (unit == "m" || unit == "min") scale = 60'000;
   else if (unit == "h") scale = 3'600'000;
-  // One year in milliseconds bounds every duration: larger values are typos, and they keep
-  // deadline arithmetic on steady_clock far from overflow.
-  constexpr std::uint64_t max_ms = 365ull * 24 * 3'600'000;
+  const auto max_ms = static_cast<std::uint64_t>(max_duration.count());
   if (scale == 0 || n > max_ms / scale) {
     ec = errc::invalid_argument;
     return {};
@@ -249,6 +258,15 @@ std::error_code config::validate(std::string& reason) const {
   }
   if (watchdog_lease.count() < 30) return bad("watchdog lease must be at least 30ms");
   if (wait_recheck.count() <= 0) return bad("recheck must be positive");
+  // What a URI could not say (parse_duration stops at a year): kept there for struct configs too.
+  if (watchdog_lease > max_duration || wait_recheck > max_duration || wait_timeout > max_duration ||
+      command_timeout > max_duration || connect_timeout > max_duration ||
+      health_check_interval > max_duration || reconnect_max > max_duration) {
+    return bad("durations must be at most a year");
+  }
+  if (handoff_window.count() < 0 || handoff_window > max_handoff_window) {
+    return bad("handoff must be 0..1m");
+  }
   if (max_name_length == 0) return bad("max_name must be positive");
   if (io_threads == 0) return bad("io_threads must be at least 1");
   if (wait_timeout.count() <= 0) return bad("wait_timeout must be positive");

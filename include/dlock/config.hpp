@@ -30,6 +30,8 @@
 //   on_shortfall  fewer replicas acknowledged in time: `fail` (default) gives the lock back
 //                 and reports errc::no_replicas; `accept` keeps it and marks the lease
 //                 unreplicated (lease::replicated() == false)
+//   handoff       how long an unlock keeps the lock for the waiter it wakes (default 100ms;
+//                 `0` = no hand-off: whoever asks first after an unlock takes the lock)
 //
 // Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
 // rejected with errc::invalid_uri.
@@ -84,6 +86,12 @@ struct config {
   unsigned wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{500};
   shortfall_policy on_shortfall = shortfall_policy::fail;
+  // Hand-off: an unlock that wakes a waiter of the lock's queue keeps the lock for that waiter
+  // this long (a reservation in the lock hash), so that nobody else's acquire takes it in the
+  // moment between the unlock and the woken waiter's acquire: waiters of dlock clients are
+  // served in arrival order instead of losing to whoever comes back first. A woken waiter that
+  // does not come (its process died) holds the others up for at most this long. 0 = off.
+  std::chrono::milliseconds handoff_window{100};
   // Called at most once per kind of warning per client, on the client's I/O thread (it must not
   // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".
   std::function<void(warning, std::string_view message)> on_warning;

@@ -32,8 +32,12 @@ struct holder {
 };
 
 struct lock_status {
-  bool held = false;
+  bool held = false;                              // by a holder, or kept for a waiter
   std::vector<holder> holders;                    // one for a mutex
+  // Non-empty while an unlock keeps the lock for the waiter it woke (config::handoff_window):
+  // that waiter's ticket. The lock then has no holder yet but is not free to anyone else, for
+  // at most remaining_lease.
+  std::string handoff_ticket;
   std::chrono::milliseconds remaining_lease{-2};  // PTTL: -2 free, -1 no expiry
   std::uint64_t fencing_counter = 0;              // the last token issued for this name
   std::int64_t subscribers = 0;                   // clients subscribed to the unlock channel

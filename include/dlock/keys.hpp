@@ -39,6 +39,13 @@ inline std::string fencing_counter(std::string_view name) {
 // clients wait on the lock.
 inline std::string waiter_queue(std::string_view name) { return prefixed("dlock_lock_waiters", name); }
 
+// The field of the lock hash that reserves a free lock for one waiter for a moment: an unlock
+// that wakes the head of the waiter queue replaces the lock hash by {handoff_field: ticket}
+// with a short expiry (config::handoff_window). Every acquire, Redisson's too, sees the lock as
+// held; only the named waiter's acquire takes it. No owner field can look like this (owners are
+// `<uuid>:<n>`).
+inline constexpr std::string_view handoff_field = "dlock:handoff";
+
 // Who holds the lock, for `dlock status`: a hash written by holders that describe themselves
 // (the dlock command does), beside the lock hash so that the lock's own layout stays exactly
 // Redisson's. Fields `<owner>:host`, `<owner>:pid`, `<owner>:command`, `<owner>:acquired_ms`.

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dlock/error.hpp"
+#include "resp/encoder.hpp"
 #include "transport/tls.hpp"
 
 namespace dlock::detail {
@@ -108,6 +109,17 @@ void client_impl::shutdown(std::error_code& ec) {
     std::lock_guard lock{gate_};
     if (stopped_.exchange(true)) return;
   }
+  // What was already sent on its way — a waiter's leave from the queue (which may pass on a
+  // hand-off kept for it), a fire-and-forget release — reaches the server before the link
+  // closes: when connected with work pending, wait for a PING queued behind it, briefly.
+  std::promise<void> drained;
+  asio::post(conn_->get_executor(), [this, &drained] {
+    if (!conn_->connected() || conn_->pending() == 0) return drained.set_value();
+    const auto bound = std::min<std::chrono::milliseconds>(cfg_.command_timeout, std::chrono::milliseconds{250});
+    conn_->submit(resp::encode_command({"PING"}), bound,
+                  [&drained](std::error_code, reply) { drained.set_value(); });
+  });
+  drained.get_future().wait();
   // Stop both links and wait until each has failed its pending work with errc::shutdown, so no
   // handler is left behind when the io_context stops.
   std::promise<void> conn_done, sub_done;

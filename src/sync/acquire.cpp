@@ -256,8 +256,9 @@ class acquire_op final : public waiter,
   template <class Done>
   void send_give_back(std::uint32_t have_count, Done done) {
     const auto have = std::to_string(have_count);
+    const auto window = std::to_string(c_.cfg().handoff_window.count());
     std::string_view keys[] = {hold_->name, channel_, queue_};
-    std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have};
+    std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have, window};
     c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
                       [done = std::move(done)](std::error_code ec, reply) mutable { done(ec); });
   }
@@ -299,14 +300,20 @@ class acquire_op final : public waiter,
     timer_.cancel();
     if (registered_) {
       c_.waiters().remove(channel_, this);
-      // A wake-up meant for this waiter must not die with it: the lock may be free.
+      // A wake-up meant for this waiter must not die with it: the lock may be free. (A hand-off
+      // kept for its ticket is passed on by the leave below.)
       if (wake_pending && ec) c_.waiters().wake_one(channel_);
     }
     if (queued_ && ec && ec != errc::shutdown) {
       // Leave the queue, so that no unlock names a waiter that is gone (its entry would
-      // otherwise stay until it went stale). Fire and forget: a lost ZREM costs at most one
-      // hand-off that waits for the others' re-checks.
-      c_.submit(resp::encode_command({"ZREM", queue_, ticket_}), [](std::error_code, reply) {});
+      // otherwise stay until it went stale), and if an unlock named it already, pass the
+      // hand-off kept for it on to the next waiter. Fire and forget: if it is lost, the
+      // hand-off ends by its expiry and the others re-check.
+      const auto window = std::to_string(c_.cfg().handoff_window.count());
+      std::string_view keys[] = {hold_->name, channel_, queue_};
+      std::string_view args[] = {keys::unlock_message, "0", "", "0", window, ticket_};
+      c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
+                        [](std::error_code, reply) {});
     }
     if (tracked_) c_.untrack(this);
     auto done = std::move(done_);

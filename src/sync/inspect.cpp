@@ -50,6 +50,10 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
   }
   const auto& fields = e[1].elements();
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    if (fields[i].str() == keys::handoff_field) {
+      out.handoff_ticket = fields[i + 1].str();
+      continue;
+    }
     holder h;
     h.owner = fields[i].str();
     h.count = static_cast<std::uint32_t>(to_int(fields[i + 1].str()));
@@ -64,7 +68,7 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
     h.acquired_unix_ms = to_int(get(3));
     out.holders.push_back(std::move(h));
   }
-  out.held = !out.holders.empty();
+  out.held = !out.holders.empty() || !out.handoff_ticket.empty();
   out.remaining_lease = std::chrono::milliseconds{e[2].integer()};
   out.fencing_counter = static_cast<std::uint64_t>(e[3].to_integer().value_or(0));
   auto subs = cl.execute({"PUBSUB", "NUMSUB", keys::lock_channel(name)}, ec);

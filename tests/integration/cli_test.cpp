@@ -867,6 +867,27 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
   }
   m.unlock();
   m.unlock();
+
+  // Kept for a woken waiter (a hand-off, as mutex_release.lua leaves it): held, by no holder.
+  srv.command({"HSET", name, std::string{dlock::keys::handoff_field}, "4294967297"});
+  srv.command({"PEXPIRE", name, "60000"});
+  r = run_dlock({"--url", srv.url(), "status", "--json", name});
+  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
+  {
+    const auto j = parse_json(r.out);
+    EXPECT_EQ(j.keys(), (std::vector<std::string>{"name", "held", "holders", "handoff_ticket",
+                                                  "remaining_lease_ms", "fencing_counter",
+                                                  "subscribers"}));
+    EXPECT_TRUE(j.at("held").boolean);
+    EXPECT_TRUE(j.at("holders").items.empty());
+    EXPECT_EQ(j.at("handoff_ticket").text, "4294967297");
+    EXPECT_GT(j.at("remaining_lease_ms").integer(), 50000);
+  }
+  r = run_dlock({"--url", srv.url(), "status", name});
+  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
+  EXPECT_EQ(r.out.rfind(name + ": held\n", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("being handed off to waiter 4294967297"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("holder "), std::string::npos) << r.out;
 }
 
 // -- unlock --force -------------------------------------------------------------------------------

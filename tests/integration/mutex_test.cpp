@@ -233,6 +233,65 @@ TEST(mutex, a_queue_key_of_another_type_fails_nothing) {
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
 }
 
+// Hand-off: each unlock keeps the lock for the waiter it names, so waiters are served in the
+// order they queued, and a caller that keeps trying without waiting never slips in between.
+TEST(mutex, waiters_are_served_in_arrival_order_and_nobody_barges_a_hand_off) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, barger_client{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  dlock::mutex h{holder, name};
+  h.lock();
+  constexpr int n = 4;
+  std::vector<std::unique_ptr<dlock::client>> clients;
+  std::vector<std::future<void>> threads;
+  std::mutex order_mutex;
+  std::vector<int> order;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<dlock::client>(config_for(srv)));
+    threads.push_back(on_thread([&, i, c = clients.back().get()] {
+      dlock::mutex m{*c, name};
+      if (!m.try_lock_for(20s)) throw std::runtime_error("not acquired");
+      {
+        std::lock_guard g{order_mutex};
+        order.push_back(i);
+      }
+      std::this_thread::sleep_for(30ms);
+      m.unlock();
+    }));
+    // One at a time into the queue: arrival order is known.
+    ASSERT_TRUE(dlock::test::wait_until(
+        [&] { return srv.command({"ZCARD", queue}) == ":" + std::to_string(i + 1); }, 5s));
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> barged{0}, tries{0};
+  auto barger = on_thread([&] {
+    dlock::mutex b{barger_client, name};
+    while (!stop) {
+      ++tries;
+      if (b.try_lock()) {
+        {
+          // Held by the barger while a queued waiter has not had its turn yet: it barged.
+          std::lock_guard g{order_mutex};
+          if (order.size() < n) ++barged;
+        }
+        b.unlock();
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  h.unlock();
+  for (auto& t : threads) {
+    ASSERT_EQ(t.wait_for(20s), std::future_status::ready);
+    t.get();
+  }
+  stop = true;
+  barger.get();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3})) << "served in arrival order";
+  EXPECT_GT(tries.load(), 50) << "the barger kept trying through every hand-off";
+  EXPECT_EQ(barged.load(), 0) << "no try took the lock ahead of a queued waiter";
+}
+
 // A waiter that gives up leaves the queue at once, so no unlock names it.
 TEST(mutex, a_waiter_that_times_out_leaves_the_queue) {
   dlock::test::redis_server srv;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <thread>
 
 #include "dlock/client.hpp"
 #include "runtime/client_impl.hpp"
@@ -157,6 +158,85 @@ TEST(scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
   EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "B:1", "1"}).r.integer(), 1);
   EXPECT_EQ(acquire("C:1", "4294967298", "1").r.elements().size(), 2u);
   EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "the last waiter left: no key";
+}
+
+// Hand-off (config::handoff_window): a release that names a waiter keeps the lock for it —
+// held to every other acquire, dlock's and Redisson's — until that waiter takes it, leaves
+// (passing it on to the next), or the window ends.
+TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto token = "redisson_lock_token:{" + name + "}";
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  const auto channel = "redisson_lock__channel:{" + name + "}";
+  const std::string b_ticket = "4294967297", c_ticket = "4294967298";
+  auto acquire = [&](const std::string& owner, const std::string& ticket, const char* named = "0") {
+    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue},
+                {"30000", owner, "0", ticket, "5000", "1", named});
+  };
+  auto release = [&](const std::string& owner, const char* window) {
+    return eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", owner, "1", window});
+  };
+  auto leave = [&](const std::string& ticket) {
+    return eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "0", "", "0", "5000", ticket});
+  };
+  // Redisson's tryLockInnerAsync (tests/integration/redisson_client.py): nil when acquired.
+  const std::string redisson_try =
+      "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+      "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+      "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+      "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+  auto is_kept = [](const result& r) {
+    return !r.ec && r.r.elements().size() == 1u && r.r.elements()[0].integer() == -1;
+  };
+
+  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("B:1", b_ticket).r.elements().size(), 1u);
+  ASSERT_EQ(acquire("C:1", c_ticket).r.elements().size(), 1u);
+  ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
+  EXPECT_EQ(srv.command({"HGETALL", name}), "[dlock:handoff, " + b_ticket + "]") << "kept for B";
+  const auto kept_pttl = std::stoll(srv.command({"PTTL", name}).substr(1));
+  EXPECT_GT(kept_pttl, 4000);
+  EXPECT_LE(kept_pttl, 5000) << "for the window, not a lease";
+
+  EXPECT_TRUE(is_kept(acquire("D:1", ""))) << "a try without waiting does not take it";
+  EXPECT_TRUE(is_kept(acquire("C:1", c_ticket))) << "nor does another waiter";
+  EXPECT_TRUE(is_kept(acquire("C:1", c_ticket, "1"))) << "nor a waiter named by an earlier unlock";
+  auto redisson = c.execute({"EVAL", redisson_try, "1", name, "30000", "R:1"});
+  EXPECT_TRUE(redisson.is_integer() && redisson.integer() > 0) << "Redisson sees it held";
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "dlock:handoff", "1", "5000"}).r.is_nil(), true)
+      << "the reservation is no hold to release";
+
+  auto b = acquire("B:1", b_ticket, "1");
+  ASSERT_EQ(b.r.elements().size(), 2u) << "B takes what was kept for it";
+  EXPECT_EQ(srv.command({"HGETALL", name}), "[B:1, 1]") << "an ordinary hold, Redisson's layout";
+  EXPECT_GT(std::stoll(srv.command({"PTTL", name}).substr(1)), 29000) << "with B's lease";
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]");
+
+  // C is named next, but leaves: what was kept for C is passed on (nobody else waits: freed).
+  ASSERT_EQ(acquire("E:1", "4294967299").r.elements().size(), 1u);
+  ASSERT_EQ(release("B:1", "5000").r.integer(), 1);
+  EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket);
+  EXPECT_TRUE(leave("4294967299").r.is_nil()) << "E leaves: nothing kept for it";
+  EXPECT_EQ(srv.command({"ZCARD", queue}), ":0");
+  EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket) << "untouched";
+  EXPECT_EQ(leave(c_ticket).r.integer(), 1) << "C leaves and passes it on";
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "nobody left to keep it for: free";
+  EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u);
+
+  // Window 0: no hand-off, the lock is free at once (the behaviour before hand-offs).
+  ASSERT_EQ(acquire("F:1", "4294967300").r.elements().size(), 1u);
+  ASSERT_EQ(release("D:1", "0").r.integer(), 1);
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+  EXPECT_EQ(acquire("G:1", "").r.elements().size(), 2u) << "anyone may take it";
+
+  // A waiter that never comes holds the others up for the window only.
+  ASSERT_EQ(acquire("H:1", "4294967301").r.elements().size(), 1u);
+  ASSERT_EQ(release("G:1", "50").r.integer(), 1);
+  EXPECT_TRUE(is_kept(acquire("D:1", "")));
+  std::this_thread::sleep_for(120ms);
+  EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u) << "the window ended";
 }
 
 TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {

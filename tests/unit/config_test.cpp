@@ -179,6 +179,13 @@ TEST(config_from_uri, throwing_overload_returns_the_config) {
   EXPECT_EQ(cfg.command_timeout, 1s);
 }
 
+TEST(config_from_uri, handoff_window) {
+  EXPECT_EQ(parse_ok("redis://h").handoff_window, 100ms);
+  EXPECT_EQ(parse_ok("redis://h?handoff=250ms").handoff_window, 250ms);
+  EXPECT_EQ(parse_ok("redis://h?handoff=0").handoff_window, 0ms) << "0 turns hand-offs off";
+  EXPECT_EQ(parse_ok("redis://h?handoff=1m").handoff_window, 1min);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad URIs: each is rejected with errc::invalid_uri, a reason, and by the throwing overload.
 
@@ -239,6 +246,7 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h?fencing=", "redis://h?fencing=yes", "redis://h?fencing=OFF",
         "redis://h?wait_replicas=-1", "redis://h?wait_replicas=x", "redis://h?wait_replicas=65",
         "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
+        "redis://h?handoff=", "redis://h?handoff=-1", "redis://h?handoff=61s", "redis://h?handoff=x",
         // durations
         "redis://h?timeout=abc", "redis://h?timeout=-5ms", "redis://h?timeout=1.5s",
         "redis://h?timeout=10parsecs", "redis://h?timeout=0", "redis://h?timeout=99999999999h",
@@ -382,6 +390,25 @@ TEST(config_validate, watchdog_lease_too_short) {
   config cfg;
   cfg.watchdog_lease = 10ms;
   EXPECT_EQ(validate(cfg), errc::invalid_uri);
+}
+
+TEST(config_validate, durations_above_a_year_or_bad_handoff) {
+  // What a URI cannot express (parse_duration stops at a year) a struct must not carry either.
+  const auto year_and_a_day = std::chrono::milliseconds{366ll * 24 * 3'600'000};
+  for (auto field : {&config::watchdog_lease, &config::wait_recheck, &config::wait_timeout,
+                     &config::command_timeout, &config::connect_timeout,
+                     &config::health_check_interval, &config::reconnect_max}) {
+    config cfg;
+    cfg.*field = year_and_a_day;
+    EXPECT_EQ(validate(cfg), errc::invalid_uri);
+  }
+  config cfg;
+  cfg.handoff_window = -1ms;
+  EXPECT_EQ(validate(cfg), errc::invalid_uri);
+  cfg.handoff_window = 61s;
+  EXPECT_EQ(validate(cfg), errc::invalid_uri);
+  cfg.handoff_window = 0ms;
+  EXPECT_FALSE(validate(cfg)) << "0 = off";
 }
 
 TEST(config_validate, zero_io_threads) {

@@ -55,7 +55,9 @@ void print_json(const std::string& name, const dlock::lock_status& s) {
     }
     std::printf("}");
   }
-  std::printf("], \"remaining_lease_ms\": %lld, \"fencing_counter\": %llu, \"subscribers\": %lld}\n",
+  std::printf("]");
+  if (!s.handoff_ticket.empty()) std::printf(", \"handoff_ticket\": %s", json_string(s.handoff_ticket).c_str());
+  std::printf(", \"remaining_lease_ms\": %lld, \"fencing_counter\": %llu, \"subscribers\": %lld}\n",
               static_cast<long long>(s.held ? s.remaining_lease.count() : 0),
               static_cast<unsigned long long>(s.fencing_counter),
               static_cast<long long>(s.subscribers));
@@ -70,6 +72,10 @@ void print_text(const std::string& name, const dlock::lock_status& s) {
                   static_cast<long long>(h.pid), iso_time(h.acquired_unix_ms).c_str(),
                   h.command.c_str());
     }
+  }
+  if (!s.handoff_ticket.empty()) {
+    std::printf("  being handed off to waiter %s (no other acquire may take it meanwhile)\n",
+                s.handoff_ticket.c_str());
   }
   if (s.held) std::printf("  remaining lease: %lld ms\n", static_cast<long long>(s.remaining_lease.count()));
   std::printf("  fencing counter: %llu\n  waiting subscribers: %lld\n",

@@ -10,8 +10,13 @@
 -- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
 -- queue); if it finds the lock taken after all, it goes back to the front, not the back
 -- Returns {0, token} when the caller holds the lock (token: the counter, advanced on a first
--- acquisition only), {pttl} when another owner holds it, or {-1, count} when the owner's field
+-- acquisition only), {pttl} when another owner holds it, {-1} when the lock is kept for
+-- another waiter (a hand-off, below: wait to be woken), or {-1, count} when the owner's field
 -- holds a count the caller does not expect (its local view is stale).
+-- Hand-off: an unlock that woke the queue's head left the lock hash as {'dlock:handoff':
+-- ticket} (keys::handoff_field) with a short expiry. To everyone — Redisson's script too — the
+-- lock is held; the named ticket takes it: the reservation is deleted and the acquisition
+-- proceeds as on a free lock. (A named waiter that leaves instead passes it on: mutex_release.lua.)
 -- Fencing tokens: a first acquisition sets the counter to max(counter + 1, server time in
 -- microseconds) and returns it. Strictly increasing while the counter lives, like an INCR (and
 -- Redisson's RFencedLock INCRs the same key); and when the counter is gone — a restart without
@@ -29,10 +34,23 @@ local have = tonumber(ARGV[3])
 local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
 local token
+local claim = false  -- the lock is a hand-off kept for this caller
 if held ~= have and held ~= have + 1 then
   return {-1, held}
 end
-if held == have and have == 0 and redis.call('exists', KEYS[1]) == 1 then
+local busy = held == have and have == 0 and redis.call('exists', KEYS[1]) == 1
+local kept = false  -- a hand-off kept for another waiter
+if busy then
+  local kept_for = redis.call('hget', KEYS[1], 'dlock:handoff')
+  if kept_for then
+    if kept_for ~= '' and kept_for == ticket and redis.call('hlen', KEYS[1]) == 1 then
+      busy, claim = false, true
+    else
+      kept = true
+    end
+  end
+end
+if busy then
   if ticket ~= '' then
     -- The queue only speeds wake-ups up: its commands are pcalls, so a queue key of another
     -- type, or OOM refusing the ZADD, never fails the lock (the caller then waits by re-checks).
@@ -54,6 +72,11 @@ if held == have and have == 0 and redis.call('exists', KEYS[1]) == 1 then
       end
     end
   end
+  if kept then
+    -- Not a lease to wait out: the named waiter takes the lock within moments, and this caller
+    -- is woken by a later unlock (or re-checks).
+    return {-1}
+  end
   return {redis.call('pttl', KEYS[1])}
 end
 -- From here on the script writes. Nothing is written before every key it writes is known to be
@@ -70,6 +93,9 @@ if fenced then
     end
     last = tonumber(text)
   end
+end
+if claim then
+  redis.call('del', KEYS[1])
 end
 if held == have + 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now

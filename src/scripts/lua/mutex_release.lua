@@ -1,23 +1,33 @@
--- Release one hold of a reentrant lock in Redisson's RLock layout.
+-- Release one hold of a reentrant lock in Redisson's RLock layout — or let a waiter leave.
 -- KEYS[1] lock hash, KEYS[2] channel redisson_lock__channel:{name},
 -- KEYS[3] waiter queue dlock_lock_waiters:{name} (see mutex_acquire.lua; may be left out)
 -- ARGV[1] unlock message ('0': wake one waiter), ARGV[2] lease in ms, ARGV[3] owner field,
--- ARGV[4] the hold count the caller has now
+-- ARGV[4] the hold count the caller has now, ARGV[5] hand-off window in ms ('0' or absent: none)
+-- ARGV[6] (a waiter leaving; ARGV[2..4] are then ignored) the waiter's ticket: it leaves the
+-- queue, and a hand-off kept for it, which it will not take, is passed on as an unlock would.
 -- Returns nil when ARGV[3] does not hold the lock (nothing changes), 0 when the count went down
 -- and the lock is still held (lease reset to ARGV[2]), 1 when the lock was released (key
 -- deleted, ARGV[1] published), -1 when the count is already ARGV[4] - 1: a resent release that
--- was applied, so it is not applied twice.
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0')
-if held == 0 then
-  return nil
-end
-if held == tonumber(ARGV[4]) - 1 then
-  return -1
-end
-if held > 1 then
-  redis.call('hincrby', KEYS[1], ARGV[3], -1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return 0
+-- was applied, so it is not applied twice. A leaving waiter gets 1 when it passed a hand-off
+-- on, nil otherwise.
+if ARGV[6] then
+  if KEYS[3] then redis.pcall('zrem', KEYS[3], ARGV[6]) end
+  if redis.pcall('hget', KEYS[1], 'dlock:handoff') ~= ARGV[6] or redis.call('hlen', KEYS[1]) ~= 1 then
+    return nil
+  end
+else
+  local held = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0')
+  if held == 0 or ARGV[3] == 'dlock:handoff' then  -- a hand-off is nobody's hold
+    return nil
+  end
+  if held == tonumber(ARGV[4]) - 1 then
+    return -1
+  end
+  if held > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    return 0
+  end
 end
 -- The last hold: DEL at once (Redisson decrements to 0 first, to the same effect). Over
 -- maxmemory with noeviction Redis refuses HINCRBY but not DEL, so a holder can still release.
@@ -35,6 +45,15 @@ if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
   redis.pcall('zremrangebyscore', KEYS[3], '-inf', now[1] * 1000 + math.floor(now[2] / 1000))
   local head = redis.pcall('zpopmin', KEYS[3])
   if type(head) == 'table' and head[1] and not head.err then
+    -- Hand-off: keep the lock for the named waiter for a moment (mutex_acquire.lua), so that
+    -- nobody takes it between this unlock and that waiter's acquire. HSET may be refused (over
+    -- maxmemory): then the lock is simply free. A reservation must never outlive its window.
+    local window = tonumber(ARGV[5] or '0') or 0
+    if window > 0 and type(redis.pcall('hset', KEYS[1], 'dlock:handoff', head[1])) == 'number' then
+      if type(redis.pcall('pexpire', KEYS[1], window)) ~= 'number' then
+        redis.call('del', KEYS[1])
+      end
+    end
     redis.pcall('publish', KEYS[2], head[1])
   end
 end
