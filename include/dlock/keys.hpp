@@ -34,10 +34,16 @@ inline std::string fencing_counter(std::string_view name) {
   return prefixed("redisson_lock_token", name);
 }
 
-// The waiters of `name` that an unlock may name to wake (a sorted set of waiter tickets scored
-// by when each entry goes stale; dlock only, Redisson never reads it). Exists only while dlock
-// clients wait on the lock.
+// The waiters of `name` that an unlock may name to wake: a sorted set of waiter tickets scored
+// by when each first queued (server ms), so the longest-waiting is named first. dlock only,
+// Redisson never reads it. Exists only while dlock clients wait on the lock.
 inline std::string waiter_queue(std::string_view name) { return prefixed("dlock_lock_waiters", name); }
+
+// When each queued waiter's entry goes stale (a hash: ticket -> server ms), renewed by its
+// every attempt: an unlock skips the entries of waiters that died instead of naming them.
+inline std::string waiter_expiry(std::string_view name) {
+  return prefixed("dlock_lock_waiter_expiry", name);
+}
 
 // The field of the lock hash that reserves a free lock for one waiter for a moment: an unlock
 // that wakes the head of the waiter queue replaces the lock hash by {handoff_field: ticket}

@@ -153,8 +153,10 @@ class mutex {
   static milliseconds to_ms(const std::chrono::duration<Rep, Period>& d) {
     // Saturating: a duration beyond what milliseconds can hold (hours::max()...) would
     // overflow in the conversion; as a wait it means "forever", as a lease it is refused.
+    // A floating-point NaN counts as the most negative: one try as a wait, refused as a lease.
     using limit = std::chrono::duration<long double, std::milli>;
     const limit x = d;
+    if (x.count() != x.count()) return milliseconds::min();
     if (x >= limit{static_cast<long double>(milliseconds::max().count())}) return milliseconds::max();
     if (x <= limit{static_cast<long double>(milliseconds::min().count())}) return milliseconds::min();
     return std::chrono::ceil<milliseconds>(d);

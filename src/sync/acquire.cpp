@@ -42,6 +42,7 @@ class acquire_op final : public waiter,
         channel_{keys::lock_channel(hold_->name)},
         counter_{keys::fencing_counter(hold_->name)},
         queue_{keys::waiter_queue(hold_->name)},
+        expiry_{keys::waiter_expiry(hold_->name)},
         lease_ms_{std::to_string(hold_->lease.count())} {
     // Only a caller that will wait takes a place in the lock's waiter queue.
     if (!deadline_ || *deadline_ > clock::now()) {
@@ -103,7 +104,7 @@ class acquire_op final : public waiter,
     auto valid = c_.cfg().wait_recheck;
     if (deadline_) valid = std::min(valid, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - sent));
     const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
-    std::string_view keys[] = {hold_->name, counter_, queue_};
+    std::string_view keys[] = {hold_->name, counter_, queue_, expiry_};
     std::string_view args[] = {lease_ms_, hold_->owner, have, ticket_, valid_ms,
                                c_.cfg().fencing ? "1" : "0", named ? "1" : "0"};
     named = false;
@@ -257,7 +258,7 @@ class acquire_op final : public waiter,
   void send_give_back(std::uint32_t have_count, Done done) {
     const auto have = std::to_string(have_count);
     const auto window = std::to_string(c_.cfg().handoff_window.count());
-    std::string_view keys[] = {hold_->name, channel_, queue_};
+    std::string_view keys[] = {hold_->name, channel_, queue_, expiry_};
     std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have, window};
     c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
                       [done = std::move(done)](std::error_code ec, reply) mutable { done(ec); });
@@ -310,7 +311,7 @@ class acquire_op final : public waiter,
       // hand-off kept for it on to the next waiter. Fire and forget: if it is lost, the
       // hand-off ends by its expiry and the others re-check.
       const auto window = std::to_string(c_.cfg().handoff_window.count());
-      std::string_view keys[] = {hold_->name, channel_, queue_};
+      std::string_view keys[] = {hold_->name, channel_, queue_, expiry_};
       std::string_view args[] = {keys::unlock_message, "0", "", "0", window, ticket_};
       c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
                         [](std::error_code, reply) {});
@@ -325,7 +326,7 @@ class acquire_op final : public waiter,
   std::optional<clock::time_point> deadline_;
   completion<std::shared_ptr<hold_state>> done_;
   asio::steady_timer timer_;
-  const std::string channel_, counter_, queue_, lease_ms_;
+  const std::string channel_, counter_, queue_, expiry_, lease_ms_;
   std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;
   clock::time_point last_sent_{};  // the latest attempt's send: its lease ends last

@@ -36,9 +36,9 @@ void send_release(client_impl& c, std::shared_ptr<release_state> st, completion<
   const auto have = std::to_string(have_n);
   const auto lease = std::to_string(h.lease.count());
   const auto channel = keys::lock_channel(h.name);
-  const auto queue = keys::waiter_queue(h.name);
+  const auto queue = keys::waiter_queue(h.name), expiry = keys::waiter_expiry(h.name);
   const auto window = std::to_string(c.cfg().handoff_window.count());
-  std::string_view keys[] = {h.name, channel, queue};
+  std::string_view keys[] = {h.name, channel, queue, expiry};
   std::string_view args[] = {keys::unlock_message, lease, h.owner, have, window};
   const auto sent = clock::now();
   c.scripts().eval(

@@ -9,6 +9,7 @@
 #include <asio/use_future.hpp>
 #include <cstdio>
 #include <future>
+#include <limits>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
@@ -199,6 +200,26 @@ TEST(hostile, non_numeric_fencing_counter_is_refused_and_leaves_no_lock_held) {
   const auto e = t.get();
   EXPECT_TRUE(e == errc::server_error || e == errc::wrong_type) << e.message();
   srv.command({"DEL", name});
+}
+
+// The caller's own field in the lock hash holds something that is not a hold count (written by
+// hand): reported at once as a server error, not taken for "held" and waited on.
+TEST(hostile, a_non_numeric_own_field_is_reported_not_waited_on) {
+  redis_server srv;
+  dlock::client c{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+  m.lock();
+  const auto fields = srv.command({"HGETALL", name});  // "[<owner>, 1]"
+  const auto owner = fields.substr(1, fields.find(',') - 1);
+  m.unlock();
+  srv.command({"HSET", name, owner, "abc"});
+  std::error_code ec;
+  const auto start = steady::now();
+  EXPECT_FALSE(m.try_lock_for(2s, ec));
+  EXPECT_EQ(ec, errc::server_error) << ec.message();
+  EXPECT_LT(since(start), prompt) << "answered at once, not waited on";
+  EXPECT_EQ(srv.command({"HGET", name, owner}), "abc") << "nothing written";
 }
 
 // ---- Authentication --------------------------------------------------------------------------
@@ -642,6 +663,12 @@ TEST(hostile, non_positive_leases_are_refused_at_once_on_every_form) {
     EXPECT_LT(since(start), 100ms) << "no round trip";
     EXPECT_FALSE(exists(srv, name));
   }
+  // A floating-point NaN lease (a division by zero upstream) is refused the same way.
+  const std::chrono::duration<double> nan{std::numeric_limits<double>::quiet_NaN()};
+  std::error_code ec;
+  EXPECT_FALSE(m.try_lock_for(1s, nan, ec));
+  EXPECT_EQ(ec, errc::invalid_argument);
+  EXPECT_FALSE(exists(srv, name));
 }
 
 // A lease too long for Redis (PEXPIRE overflows its clock) or for the steady clock: refused
@@ -674,6 +701,15 @@ TEST(hostile, non_positive_and_huge_waits_mean_one_try_and_forever) {
     h.lock();
     const auto start = steady::now();
     EXPECT_FALSE(w.try_lock_for(wait)) << "held: one try";
+    EXPECT_LT(since(start), prompt);
+    h.unlock();
+  }
+  {
+    // A NaN wait is one try too, not undefined behaviour in the conversion.
+    const std::chrono::duration<double> nan{std::numeric_limits<double>::quiet_NaN()};
+    h.lock();
+    const auto start = steady::now();
+    EXPECT_FALSE(w.try_lock_for(nan)) << "held: one try";
     EXPECT_LT(since(start), prompt);
     h.unlock();
   }

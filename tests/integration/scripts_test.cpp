@@ -135,9 +135,10 @@ TEST(scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
   const auto name = dlock::test::unique_name("lock");
   const auto token = "redisson_lock_token:{" + name + "}";
   const auto queue = "dlock_lock_waiters:{" + name + "}";
+  const auto expiry = "dlock_lock_waiter_expiry:{" + name + "}";
   const auto channel = "redisson_lock__channel:{" + name + "}";
   auto acquire = [&](const std::string& owner, const std::string& ticket, const char* named) {
-    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue},
+    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue, expiry},
                 {"30000", owner, "0", ticket, "5000", "1", named});
   };
   ASSERT_EQ(acquire("A:1", "", "0").r.elements().size(), 2u);
@@ -145,19 +146,65 @@ TEST(scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
   EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u) << "held: C queued";
   EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
   EXPECT_GT(std::stoll(srv.command({"PTTL", queue}).substr(1)), 4000) << "the queue expires with its entries";
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "A:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "A:1", "1"}).r.integer(), 1);
   EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]") << "B was popped and named";
   // D barges in before B's attempt; B, named, finds it held and keeps its place ahead of C.
   ASSERT_EQ(acquire("D:1", "", "0").r.elements().size(), 2u);
   EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 1u);
   EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "D:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "D:1", "1"}).r.integer(), 1);
   EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 2u) << "B acquires";
   EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]");
   EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u);
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "B:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "B:1", "1"}).r.integer(), 1);
   EXPECT_EQ(acquire("C:1", "4294967298", "1").r.elements().size(), 2u);
   EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "the last waiter left: no key";
+  EXPECT_EQ(srv.command({"EXISTS", expiry}), ":0");
+}
+
+// The queue is ordered by arrival, not by how long each waiter's entry stays valid (a waiter
+// with a short deadline does not overtake one that waits longer), later attempts keep a
+// waiter's place, and an unlock skips the entries of waiters that stopped renewing them.
+TEST(scripts, waiter_queue_serves_by_arrival_and_skips_stale_entries) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto token = "redisson_lock_token:{" + name + "}";
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  const auto expiry = "dlock_lock_waiter_expiry:{" + name + "}";
+  const auto channel = "redisson_lock__channel:{" + name + "}";
+  auto acquire = [&](const std::string& owner, const std::string& ticket, const char* valid_ms) {
+    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue, expiry},
+                {"30000", owner, "0", ticket, valid_ms, "1", "0"});
+  };
+  auto named_by_release = [&](const std::string& owner) {
+    EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry},
+                   {"0", "30000", owner, "1", "5000"}).r.integer(), 1);
+    return srv.command({"HGET", name, "dlock:handoff"});
+  };
+  ASSERT_EQ(acquire("A:1", "", "5000").r.elements().size(), 2u);
+  // Z queues first with a long validity, B later with a short one, D later still (arrival
+  // order Z, B, D; by validity it would be B first). Z and B try again: they keep their places.
+  ASSERT_EQ(acquire("Z:1", "4294967299", "9000").r.elements().size(), 1u);
+  std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(acquire("B:1", "4294967297", "1000").r.elements().size(), 1u);
+  std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(acquire("D:1", "4294967300", "40").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("Z:1", "4294967299", "9000").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("B:1", "4294967297", "1000").r.elements().size(), 1u);
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967299, 4294967297, 4294967300]");
+  EXPECT_GT(std::stoll(srv.command({"PTTL", expiry}).substr(1)), 8000) << "as long as its longest entry";
+
+  EXPECT_EQ(named_by_release("A:1"), "4294967299") << "the longest-waiting first";
+  ASSERT_EQ(acquire("Z:1", "4294967299", "9000").r.elements().size(), 2u);
+  EXPECT_EQ(named_by_release("Z:1"), "4294967297");
+  ASSERT_EQ(acquire("B:1", "4294967297", "1000").r.elements().size(), 2u);
+  // D's entry was valid for 40 ms and D never came back: skipped, the lock is simply free.
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(named_by_release("B:1"), "$-1") << "no live waiter to keep it for";
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+  EXPECT_EQ(srv.command({"ZCARD", queue}), ":0") << "the stale entry is gone";
+  EXPECT_EQ(srv.command({"HLEN", expiry}), ":0");
 }
 
 // Hand-off (config::handoff_window): a release that names a waiter keeps the lock for it —
@@ -169,17 +216,20 @@ TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   const auto name = dlock::test::unique_name("lock");
   const auto token = "redisson_lock_token:{" + name + "}";
   const auto queue = "dlock_lock_waiters:{" + name + "}";
+  const auto expiry = "dlock_lock_waiter_expiry:{" + name + "}";
   const auto channel = "redisson_lock__channel:{" + name + "}";
   const std::string b_ticket = "4294967297", c_ticket = "4294967298";
   auto acquire = [&](const std::string& owner, const std::string& ticket, const char* named = "0") {
-    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue},
+    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue, expiry},
                 {"30000", owner, "0", ticket, "5000", "1", named});
   };
   auto release = [&](const std::string& owner, const char* window) {
-    return eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", owner, "1", window});
+    return eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry},
+                {"0", "30000", owner, "1", window});
   };
   auto leave = [&](const std::string& ticket) {
-    return eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "0", "", "0", "5000", ticket});
+    return eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry},
+                {"0", "0", "", "0", "5000", ticket});
   };
   // Redisson's tryLockInnerAsync (tests/integration/redisson_client.py): nil when acquired.
   const std::string redisson_try =
@@ -205,7 +255,7 @@ TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   EXPECT_TRUE(is_kept(acquire("C:1", c_ticket, "1"))) << "nor a waiter named by an earlier unlock";
   auto redisson = c.execute({"EVAL", redisson_try, "1", name, "30000", "R:1"});
   EXPECT_TRUE(redisson.is_integer() && redisson.integer() > 0) << "Redisson sees it held";
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue}, {"0", "30000", "dlock:handoff", "1", "5000"}).r.is_nil(), true)
+  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "dlock:handoff", "1", "5000"}).r.is_nil(), true)
       << "the reservation is no hold to release";
 
   auto b = acquire("B:1", b_ticket, "1");
@@ -220,6 +270,7 @@ TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket);
   EXPECT_TRUE(leave("4294967299").r.is_nil()) << "E leaves: nothing kept for it";
   EXPECT_EQ(srv.command({"ZCARD", queue}), ":0");
+  EXPECT_EQ(srv.command({"HLEN", expiry}), ":0");
   EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket) << "untouched";
   EXPECT_EQ(leave(c_ticket).r.integer(), 1) << "C leaves and passes it on";
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "nobody left to keep it for: free";

@@ -1,11 +1,12 @@
 -- Acquire or re-enter a reentrant lock in Redisson's RLock layout, and issue a fencing token.
 -- KEYS[1] lock hash (the lock's name), KEYS[2] fencing counter redisson_lock_token:{name},
--- KEYS[3] waiter queue dlock_lock_waiters:{name}
+-- KEYS[3] waiter queue dlock_lock_waiters:{name}, KEYS[4] waiter expiries
+-- dlock_lock_waiter_expiry:{name}
 -- ARGV[1] lease in ms, ARGV[2] owner field <client-uuid>:<thread-or-lease>,
 -- ARGV[3] the hold count the caller has now (0 for a first acquisition),
 -- ARGV[4] the caller's waiter ticket ('' or absent: it will not wait),
 -- ARGV[5] how long its queue entry stays valid without a new attempt, in ms
--- (KEYS[3], ARGV[4] and ARGV[5] may be left out together: no queue),
+-- (KEYS[3], KEYS[4], ARGV[4] and ARGV[5] may be left out together: no queue),
 -- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0),
 -- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
 -- queue); if it finds the lock taken after all, it goes back to the front, not the back
@@ -27,9 +28,16 @@
 -- Layout as Redisson: hash field owner -> hold count, PEXPIRE lease on the hash. A key of
 -- another type fails with WRONGTYPE (HGET), never reads as "held".
 -- The waiter queue (a dlock addition, invisible to Redisson): a caller that finds the lock held
--- and will wait is entered with score = server time + ARGV[5], so that an unlock can name
--- exactly one waiter to wake (mutex_release.lua); it leaves the queue when it acquires.
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+-- and will wait is entered in KEYS[3] scored by when it first arrived (server ms; later attempts
+-- keep that place), and KEYS[4] records when its entry goes stale (server time + ARGV[5],
+-- renewed by every attempt), so that an unlock can name exactly one live waiter to wake, the
+-- longest waiting (mutex_release.lua); it leaves the queue when it acquires.
+local field = redis.call('hget', KEYS[1], ARGV[2]) or '0'
+if not string.match(field, '^%d+$') or #field > 9 then
+  -- Not a count a client wrote (someone else wrote the field): say so, rather than look held.
+  return redis.error_reply('ERR lock field ' .. ARGV[2] .. ' of ' .. KEYS[1] .. ' is not a hold count')
+end
+local held = tonumber(field)
 local have = tonumber(ARGV[3])
 local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
@@ -57,18 +65,25 @@ if busy then
     local now = redis.call('time')
     local ttl = tonumber(ARGV[5])
     local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-    local score = now_ms + ttl
+    local placed
     if ARGV[7] == '1' then
+      -- Named, but the lock was taken after all: in front of the head.
       local first = redis.pcall('zrange', KEYS[3], 0, 0, 'WITHSCORES')
-      -- In front of the head, but never already stale (a stale head is dropped by the next release).
-      if type(first) == 'table' and first[2] and tonumber(first[2]) - 1 > now_ms then
-        score = math.min(score, tonumber(first[2]) - 1)
-      end
+      local score = now_ms
+      if type(first) == 'table' and first[2] then score = math.min(score, tonumber(first[2]) - 1) end
+      placed = redis.pcall('zadd', KEYS[3], score, ticket)
+    else
+      placed = redis.pcall('zadd', KEYS[3], 'NX', now_ms, ticket)  -- a known waiter keeps its place
     end
-    if type(redis.pcall('zadd', KEYS[3], score, ticket)) == 'number' then
-      local qttl = redis.pcall('pttl', KEYS[3])
-      if type(qttl) == 'number' and qttl < ttl then
-        redis.pcall('pexpire', KEYS[3], ttl)
+    -- Both keys live as long as their longest-lived entry.
+    local function outlive(key)
+      local kttl = redis.pcall('pttl', key)
+      if type(kttl) == 'number' and kttl < ttl then redis.pcall('pexpire', key, ttl) end
+    end
+    if type(placed) == 'number' then
+      outlive(KEYS[3])
+      if KEYS[4] and type(redis.pcall('hset', KEYS[4], ticket, now_ms + ttl)) == 'number' then
+        outlive(KEYS[4])
       end
     end
   end
@@ -113,5 +128,6 @@ else
 end
 if ticket ~= '' then
   redis.pcall('zrem', KEYS[3], ticket)  -- see above: never fails the lock
+  if KEYS[4] then redis.pcall('hdel', KEYS[4], ticket) end
 end
 return {0, token}

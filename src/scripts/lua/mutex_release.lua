@@ -1,6 +1,7 @@
 -- Release one hold of a reentrant lock in Redisson's RLock layout — or let a waiter leave.
 -- KEYS[1] lock hash, KEYS[2] channel redisson_lock__channel:{name},
--- KEYS[3] waiter queue dlock_lock_waiters:{name} (see mutex_acquire.lua; may be left out)
+-- KEYS[3] waiter queue dlock_lock_waiters:{name}, KEYS[4] waiter expiries
+-- dlock_lock_waiter_expiry:{name} (see mutex_acquire.lua; both may be left out)
 -- ARGV[1] unlock message ('0': wake one waiter), ARGV[2] lease in ms, ARGV[3] owner field,
 -- ARGV[4] the hold count the caller has now, ARGV[5] hand-off window in ms ('0' or absent: none)
 -- ARGV[6] (a waiter leaving; ARGV[2..4] are then ignored) the waiter's ticket: it leaves the
@@ -12,6 +13,7 @@
 -- on, nil otherwise.
 if ARGV[6] then
   if KEYS[3] then redis.pcall('zrem', KEYS[3], ARGV[6]) end
+  if KEYS[4] then redis.pcall('hdel', KEYS[4], ARGV[6]) end
   if redis.pcall('hget', KEYS[1], 'dlock:handoff') ~= ARGV[6] or redis.call('hlen', KEYS[1]) ~= 1 then
     return nil
   end
@@ -32,29 +34,42 @@ end
 -- The last hold: DEL at once (Redisson decrements to 0 first, to the same effect). Over
 -- maxmemory with noeviction Redis refuses HINCRBY but not DEL, so a holder can still release.
 redis.call('del', KEYS[1])
--- Wake one dlock waiter across all processes: the queue's head (expired entries dropped) is
--- named on the channel first, as its ticket: a number other than 0 and 1, which Redisson's
+-- Wake one dlock waiter across all processes: the queue's head — the longest-waiting entry
+-- that is not stale (stale ones, of waiters that died, are dropped on the way) — is named on
+-- the channel first, as its ticket: a number other than 0 and 1, which Redisson's
 -- LockPubSub ignores. The named waiter's client wakes it, and every dlock client skips the '0'
 -- that follows; Redisson's waiters wake on that '0' as always.
 -- pcall: an ACL user without channel rights (Redis 7's default) may not publish; the lock is
 -- released all the same and waiters find out by their re-checks.
 -- The queue's commands are pcalls: a queue key of another type never fails a release that has
 -- already deleted the lock (waiters then find out by their re-checks).
-if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
+local function live_head()
   local now = redis.call('time')
-  redis.pcall('zremrangebyscore', KEYS[3], '-inf', now[1] * 1000 + math.floor(now[2] / 1000))
-  local head = redis.pcall('zpopmin', KEYS[3])
-  if type(head) == 'table' and head[1] and not head.err then
+  local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+  for _ = 1, 100 do  -- bounded: a pile of stale entries is cleared over several releases
+    local head = redis.pcall('zpopmin', KEYS[3])
+    if type(head) ~= 'table' or not head[1] or head.err then return nil end
+    if not KEYS[4] then return head[1] end
+    local expiry = redis.pcall('hget', KEYS[4], head[1])
+    redis.pcall('hdel', KEYS[4], head[1])
+    if type(expiry) == 'table' and expiry.err then return head[1] end  -- cannot tell: live
+    if expiry and tonumber(expiry) and tonumber(expiry) > now_ms then return head[1] end
+  end
+  return nil
+end
+if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
+  local head = live_head()
+  if head then
     -- Hand-off: keep the lock for the named waiter for a moment (mutex_acquire.lua), so that
     -- nobody takes it between this unlock and that waiter's acquire. HSET may be refused (over
     -- maxmemory): then the lock is simply free. A reservation must never outlive its window.
     local window = tonumber(ARGV[5] or '0') or 0
-    if window > 0 and type(redis.pcall('hset', KEYS[1], 'dlock:handoff', head[1])) == 'number' then
+    if window > 0 and type(redis.pcall('hset', KEYS[1], 'dlock:handoff', head)) == 'number' then
       if type(redis.pcall('pexpire', KEYS[1], window)) ~= 'number' then
         redis.call('del', KEYS[1])
       end
     end
-    redis.pcall('publish', KEYS[2], head[1])
+    redis.pcall('publish', KEYS[2], head)
   end
 end
 redis.pcall('publish', KEYS[2], ARGV[1])
