@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "dlock/keys.hpp"
 #include "scripts/script.hpp"
 
 namespace {
@@ -73,9 +74,9 @@ int main(int argc, char** argv) {
     const auto iterations = opt.integer("iterations", 20000);
     const auto warmup = opt.integer("warmup", 500);
     const std::string name = opt.str("name", "bench:floor:pair");
-    const std::string token_key = "redisson_lock_token:{" + name + "}";
-    const std::string channel = "redisson_lock__channel:{" + name + "}";
-    const std::string queue = "dlock_lock_waiters:{" + name + "}";
+    const std::string token_key = dlock::keys::fencing_counter(name);
+    const std::string channel = dlock::keys::lock_channel(name);
+    const std::string queue = dlock::keys::waiter_queue(name), expiry = dlock::keys::waiter_expiry(name);
     // The arguments dlock's lock() sends: a waiter ticket and its queue entry's validity.
     const std::string ticket = "8589934593", valid_ms = "4000";
     // An owner field of the length dlock writes: <client uuid>:<thread number>.
@@ -85,10 +86,11 @@ int main(int argc, char** argv) {
     load(c, dlock::scripts::mutex_release);
 
     const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
-                                           "3", name, token_key, queue, lease, owner, "0",
-                                           ticket, valid_ms};
+                                           "4", name, token_key, queue, expiry, lease, owner, "0",
+                                           ticket, valid_ms, "1", "0"};
     const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
-                                           "3", name, channel, queue, "0", lease, owner, "1"};
+                                           "4", name, channel, queue, expiry, "0", lease, owner, "1",
+                                           "100"};
     std::vector<double> us;
     us.reserve(static_cast<std::size_t>(iterations));
     for (std::int64_t i = 0; i < warmup + iterations; ++i) {
