@@ -162,13 +162,16 @@ class acquire_op final : public waiter,
 
   // config::wait_replicas: a first acquisition counts once that many replicas acknowledged it.
   // WAIT goes on the command connection, after the acquire script, because WAIT counts the
-  // writes of the connection that sends it. On a shortfall (or no answer) the policy decides:
+  // writes of the connection that sends it — and only on the connection whose reply this is
+  // (we run inside its reply handler): after a reconnect WAIT would count nothing and answer
+  // at once, so it fails with connection_lost instead. On a shortfall (or no answer) the policy decides:
   // fail gives back exactly this acquisition and reports errc::no_replicas (or the error);
   // accept keeps it and marks the lease unreplicated.
   void check_replicas(std::uint64_t token, clock::time_point sent) {
     const auto& cfg = c_.cfg();
     if (cfg.wait_replicas == 0 || hold_->count > 0) return acquired(token, sent);
-    c_.connection().submit(
+    c_.connection().submit_on(
+        c_.connection().generation(),
         resp::encode_command({"WAIT", std::to_string(cfg.wait_replicas),
                               std::to_string(cfg.wait_timeout.count())}),
         cfg.wait_timeout + cfg.command_timeout,

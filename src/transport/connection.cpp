@@ -12,8 +12,14 @@ connection::connection(executor_type strand, config cfg, std::shared_ptr<asio::s
     : link{std::move(strand), std::move(cfg), std::move(tls)}, deadline_timer_{get_executor()} {}
 
 void connection::submit(std::string payload, clock::duration timeout, reply_handler handler) {
+  submit_on(0, std::move(payload), timeout, std::move(handler));
+}
+
+void connection::submit_on(std::uint64_t generation, std::string payload, clock::duration timeout,
+                           reply_handler handler) {
   const auto now = clock::now();
-  request r{std::move(payload), now + timeout, now + cfg().connect_timeout, std::move(handler)};
+  request r{std::move(payload), now + timeout, now + cfg().connect_timeout, std::move(handler),
+            generation};
   {
     std::unique_lock lock{mu_};
     if (!closed_) {
@@ -52,9 +58,12 @@ void connection::flush() {
   want_write();
 }
 
-void connection::fill_write(std::string& out) { pipe_.take_writes(out); }
+void connection::fill_write(std::string& out) { pipe_.take_writes(out, generation_); }
 
-void connection::on_ready() { arm_deadline(pipe_.next_deadline(true)); }
+void connection::on_ready() {
+  ++generation_;
+  arm_deadline(pipe_.next_deadline(true));
+}
 
 void connection::on_reply(reply r) {
   if (!pipe_.on_reply(std::move(r))) drop(errc::protocol_error);

@@ -26,6 +26,14 @@ class connection final : public link {
   // error (error replies arrive as their errc with the reply holding the text). After stop()
   // the handler runs at once with errc::shutdown. Thread-safe.
   void submit(std::string payload, clock::duration timeout, reply_handler handler);
+  // The same, but only on connection `generation` (a value of generation()): if that
+  // connection is gone before the request is written, it completes with errc::connection_lost.
+  void submit_on(std::uint64_t generation, std::string payload, clock::duration timeout,
+                 reply_handler handler);
+
+  // Counts the connections made: the one now up (strand only). A reply handler that reads it
+  // learns which connection its request went out on.
+  std::uint64_t generation() const noexcept { return generation_; }
 
   // Requests queued or in flight (strand only; for tests and metrics).
   std::size_t pending() const noexcept { return pipe_.queued() + pipe_.in_flight(); }
@@ -51,6 +59,7 @@ class connection final : public link {
   pipeline pipe_;
   asio::steady_timer deadline_timer_;
   clock::time_point armed_for_ = clock::time_point::max();
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace dlock::transport

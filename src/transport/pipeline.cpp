@@ -13,8 +13,12 @@ void complete(request& r, std::error_code ec, reply value) {
   handler(ec, std::move(value));
 }
 
-void pipeline::take_writes(std::string& out) {
+void pipeline::take_writes(std::string& out, std::uint64_t generation) {
   for (auto& r : queued_) {
+    if (r.generation != 0 && r.generation != generation) {
+      complete(r, errc::connection_lost);  // its connection is gone
+      continue;
+    }
     out += r.payload;
     r.payload = std::string{};  // the bytes are in `out`; free them early
     in_flight_.push_back(std::move(r));

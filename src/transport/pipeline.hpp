@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
@@ -30,6 +31,10 @@ struct request {
   // timeout) with the last connect error: an unreachable server is reported promptly.
   clock::time_point link_deadline = clock::time_point::max();
   reply_handler handler;      // empty once completed (an abandoned in-flight slot)
+  // Non-zero: the request may only go out on this connection (see connection::generation()):
+  // written after a reconnect it would mean something else (WAIT counts the writes of the
+  // connection that sends it), so it completes with errc::connection_lost instead.
+  std::uint64_t generation = 0;
 };
 
 class pipeline {
@@ -41,8 +46,9 @@ class pipeline {
   std::size_t queued() const noexcept { return queued_.size(); }
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
 
-  // Moves every queued request in flight, appending their bytes to `out` (one write).
-  void take_writes(std::string& out);
+  // Moves every queued request in flight, appending their bytes to `out` (one write), on the
+  // connection `generation`; a request bound to another one completes with connection_lost.
+  void take_writes(std::string& out, std::uint64_t generation = 0);
 
   // Completes the oldest in-flight request with `r` (error replies become their errc).
   // Returns false when nothing is in flight: the server sent a reply nobody asked for.

@@ -189,6 +189,37 @@ TEST_F(pipeline_test, disconnect_loses_in_flight_and_keeps_queued) {
   EXPECT_EQ(calls_[2].value, reply::make_integer(3));
 }
 
+// A request bound to one connection (WAIT, which counts that connection's writes) is written
+// only on it; queued across a reconnect, it completes with connection_lost, never written, and
+// unbound requests around it go out as usual.
+TEST_F(pipeline_test, a_request_bound_to_a_connection_is_never_written_on_another) {
+  push(1, far_);
+  auto bound = make(2, far_);
+  bound.generation = 7;
+  pipe_.push(std::move(bound));
+  std::string out;
+  pipe_.take_writes(out, 7);
+  EXPECT_EQ(out, "1;2;") << "its own connection: written";
+  EXPECT_TRUE(calls_.empty());
+
+  push(3, far_);
+  auto late = make(4, far_);
+  late.generation = 7;
+  pipe_.push(std::move(late));
+  push(5, far_);
+  pipe_.on_disconnect();  // 1 and 2 lost; 3, 4, 5 stay queued
+  ASSERT_EQ(calls_.size(), 2u);
+  out.clear();
+  pipe_.take_writes(out, 8);  // the next connection
+  EXPECT_EQ(out, "3;5;") << "the bound request is not written on another connection";
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2].tag, 4);
+  EXPECT_EQ(calls_[2].ec, errc::connection_lost);
+  EXPECT_EQ(pipe_.in_flight(), 2u);
+  EXPECT_TRUE(pipe_.on_reply(reply::make_integer(3)));
+  EXPECT_EQ(calls_.back().tag, 3) << "replies still match";
+}
+
 TEST_F(pipeline_test, disconnect_with_nothing_in_flight_does_nothing) {
   push(1, far_);
   pipe_.on_disconnect();
