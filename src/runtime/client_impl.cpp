@@ -63,6 +63,9 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     conn_->stop();  // every call completes with shutdown; see submit() for the init error
     sub_->stop();
   } else {
+    // After a reconnect the server may have restarted (without persistence) or failed over:
+    // ask at once whether the holds are still there rather than at the next renewal.
+    conn_->on_reconnect([this] { watchdog_->check_all(); });
     conn_->start();
     sub_->start();
     check_eviction_policy();

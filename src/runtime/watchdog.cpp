@@ -114,10 +114,23 @@ void watchdog::on_timer() {
   rearm();
 }
 
-void watchdog::renew(const std::vector<renewal_schedule::id>& batch) {
+void watchdog::check_all() {
+  if (stopped_) return;
+  std::vector<renewal_schedule::id> batch;
+  for (const auto& [id, h] : holds_) {
+    batch.push_back(id);
+    if (batch.size() == max_batch) {
+      renew(batch, true);
+      batch.clear();
+    }
+  }
+  if (!batch.empty()) renew(batch, true);
+}
+
+void watchdog::renew(const std::vector<renewal_schedule::id>& batch, bool check_only) {
   std::vector<std::string_view> keys, args;
   // Only watchdog holds are renewed, and they all have the watchdog lease.
-  auto lease = std::to_string(watchdog_lease_.count());
+  auto lease = check_only ? std::string{"0"} : std::to_string(watchdog_lease_.count());
   args.push_back(lease);
   for (auto id : batch) {
     auto& h = *holds_.at(id);
@@ -125,14 +138,21 @@ void watchdog::renew(const std::vector<renewal_schedule::id>& batch) {
     args.push_back(h.owner);
   }
   const auto sent = clock::now();
-  ++renewals_sent_;
+  if (!check_only) ++renewals_sent_;
   scripts_.eval(scripts::mutex_renew, keys, args, command_timeout_,
-                [this, alive = alive_, batch, sent](std::error_code ec, reply r) {
+                [this, alive = alive_, batch, sent, check_only](std::error_code ec, reply r) {
                   if (!*alive) return;
                   const bool answered = !ec && r.is_array() && r.elements().size() == batch.size();
                   for (std::size_t i = 0; i < batch.size(); ++i) {
                     if (!schedule_.contains(batch[i])) continue;  // released meanwhile
-                    if (!answered) {
+                    if (check_only) {
+                      // Held: nothing learned about the lease. Not held: lost. No answer: the
+                      // renewals and the trusted time carry on as before.
+                      if (answered && r.elements()[i].integer() == 0) {
+                        schedule_.remove(batch[i]);
+                        lose(batch[i]);
+                      }
+                    } else if (!answered) {
                       // Unknown: try again soon; the trusted time still bounds the hold.
                       schedule_.failed(batch[i], clock::now() + std::chrono::milliseconds{100});
                     } else if (r.elements()[i].integer() == 1) {
@@ -143,7 +163,7 @@ void watchdog::renew(const std::vector<renewal_schedule::id>& batch) {
                       lose(batch[i]);
                     }
                   }
-                  rearm();
+                  if (!check_only) rearm();
                 });
 }
 

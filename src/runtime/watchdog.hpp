@@ -38,6 +38,11 @@ class watchdog {
   void restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e);
   // Strand only. Until when `h` is trusted; nullopt if not tracked.
   std::optional<clock::time_point> trusted_until(const hold_state& h) const;
+  // Strand only. Asks Redis now whether every tracked hold (watchdog or explicit lease) is
+  // still held, leases untouched, and marks the missing ones lost: after a reconnect, the
+  // server may have restarted or failed over and forgotten them, which renewals would only
+  // find out up to a third of the lease later (explicit leases: at their end).
+  void check_all();
   void stop();
 
   // Renewal scripts sent so far (thread-safe; for tests and metrics).
@@ -49,7 +54,8 @@ class watchdog {
   void arm_by(clock::time_point t);    // make sure the timer fires no later than t
   void arm(clock::time_point at);
   void on_timer();
-  void renew(const std::vector<renewal_schedule::id>& batch);
+  // One mutex_renew script for `batch`; lease "0" only checks (see check_all).
+  void renew(const std::vector<renewal_schedule::id>& batch, bool check_only = false);
   void lose(renewal_schedule::id h);
   void publish(hold_state& h) const;  // copies h's trusted time into h, for time_left()
 

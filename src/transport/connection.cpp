@@ -61,8 +61,8 @@ void connection::flush() {
 void connection::fill_write(std::string& out) { pipe_.take_writes(out, generation_); }
 
 void connection::on_ready() {
-  ++generation_;
   arm_deadline(pipe_.next_deadline(true));
+  if (++generation_ > 1 && on_reconnect_) on_reconnect_();
 }
 
 void connection::on_reply(reply r) {

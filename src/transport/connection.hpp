@@ -11,6 +11,7 @@
 // at once.
 #pragma once
 
+#include <functional>
 #include <mutex>
 
 #include "transport/link.hpp"
@@ -34,6 +35,10 @@ class connection final : public link {
   // Counts the connections made: the one now up (strand only). A reply handler that reads it
   // learns which connection its request went out on.
   std::uint64_t generation() const noexcept { return generation_; }
+
+  // Runs on the strand each time a connection is up again after the first (set before
+  // start()): the server may have restarted or failed over meanwhile.
+  void on_reconnect(std::function<void()> fn) { on_reconnect_ = std::move(fn); }
 
   // Requests queued or in flight (strand only; for tests and metrics).
   std::size_t pending() const noexcept { return pipe_.queued() + pipe_.in_flight(); }
@@ -60,6 +65,7 @@ class connection final : public link {
   asio::steady_timer deadline_timer_;
   clock::time_point armed_for_ = clock::time_point::max();
   std::uint64_t generation_ = 0;
+  std::function<void()> on_reconnect_;
 };
 
 }  // namespace dlock::transport

@@ -162,6 +162,43 @@ TEST_F(fault_lab, sigstop_of_redis_past_the_lease_loses_leases_at_the_local_dead
            std::to_string(r.errors) + "; first enters after SIGCONT:" + recovery);
 }
 
+// After a restart without persistence the holders' keys are gone. A holder learns it when its
+// client reconnects (it asks at once whether its holds are still there), not at its next
+// renewal (a third of the 30 s watchdog lease) or, for an explicit lease, at the lease's end.
+TEST_F(fault_lab, a_holder_learns_of_a_restart_when_it_reconnects_not_at_its_next_renewal) {
+  struct phase {
+    std::string id;
+    std::int64_t restarting = 0, restarted = 0;
+  };
+  std::vector<phase> phases;
+  // A watchdog hold (30 s lease, renewed every 10 s), then one with an explicit 40 s lease.
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--hold-first", "60000"},
+                                               {"--hold-first", "60000", "--lease", "40000"}}) {
+    phase p{args.size() == 2 ? "watchdog" : "explicit"};
+    auto& h = spawn(p.id, lock_url(""), args);
+    ASSERT_TRUE(wait_line(h, "enter ", 15s)) << h.diagnostics();
+    p.restarting = fault("restart lock server");
+    lock_srv_.restart();
+    p.restarted = fault("lock server up");
+    ASSERT_TRUE(wait_line(h, "lost ", 5s)) << p.id << ": not learned at reconnect; " << h.diagnostics();
+    ASSERT_EQ(h.wait_exit(10s), std::optional<int>{0}) << h.diagnostics();
+    phases.push_back(p);
+  }
+  const auto r = finish();
+  EXPECT_EQ(r.accesses_after_lost, 0u) << report_json_;
+  EXPECT_EQ(r.errors, 0u) << report_json_;
+  std::string seen;
+  for (const auto& p : phases) {
+    const auto* lost = first_event("lost", p.id);
+    ASSERT_NE(lost, nullptr) << p.id;
+    EXPECT_LE(lost->t - p.restarted, 3000 * ns_per_ms) << p.id << ": learned long after the server was up";
+    seen += "; " + p.id + ": restart took " + std::to_string(to_ms(p.restarted - p.restarting)) +
+            " ms, loss seen " + std::to_string(to_ms(lost->t - p.restarted)) + " ms after it was up";
+  }
+  measured("restart without persistence, holders with a 30 s watchdog lease and a 40 s explicit "
+           "lease" + seen);
+}
+
 TEST_F(fault_lab, redis_restart_without_persistence_reports_the_old_lease_lost_and_lets_waiters_in) {
   const auto url = lock_url("watchdog=1000ms");
   // A few sections first, so the fencing counter is well above 1 when it is forgotten.

@@ -1,12 +1,13 @@
--- Renew a batch of watchdog leases (one script for up to ~100 holds).
--- KEYS[i] lock hash i; ARGV[1] lease in ms; ARGV[i + 1] the owner field expected in KEYS[i]
+-- Renew a batch of watchdog leases (one script for up to ~100 holds), or only check them.
+-- KEYS[i] lock hash i; ARGV[1] lease in ms ('0': check only, no lease touched);
+-- ARGV[i + 1] the owner field expected in KEYS[i]
 -- Returns an array: 1 where the owner still holds KEYS[i] (PEXPIRE ARGV[1] done), 0 where it
 -- does not (the lease is lost; a key of another type counts as not held).
 local out = {}
 for i = 1, #KEYS do
   local ok = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
   if ok == 1 then
-    redis.call('pexpire', KEYS[i], ARGV[1])
+    if ARGV[1] ~= '0' then redis.call('pexpire', KEYS[i], ARGV[1]) end
     out[i] = 1
   else
     out[i] = 0
