@@ -90,10 +90,14 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
       it->second.announced = false;
       wake_all(channel);
       return;
-    case type::failed:
+    case type::failed: {
       ++refused_;  // the waiters' own re-check timers carry on
       if (on_refused_) on_refused_(ev.ec);
+      // Out of the queue: an unlock must not name a waiter no message can reach.
+      std::vector<waiter*> snapshot{it->second.waiters.begin(), it->second.waiters.end()};
+      for (auto* w : snapshot) w->channel_refused();
       return;
+    }
   }
 }
 

@@ -32,6 +32,8 @@ class waiter {
   virtual ~waiter() = default;
   // Re-check now (strand only).
   virtual void wake() = 0;
+  // The lock's subscription was refused: this waiter cannot be woken by a message (strand only).
+  virtual void channel_refused() {}
   bool attempting = false;    // an acquire attempt is in flight
   bool wake_pending = false;  // woken while attempting: re-check again if the attempt fails
   std::uint64_t ticket = 0;   // its name in the lock's waiter queue (0: none)

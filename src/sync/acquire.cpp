@@ -49,6 +49,10 @@ class acquire_op final : public waiter,
       ticket = c.waiters().make_ticket();
       ticket_ = waiter_registry::ticket_text(ticket);
     }
+    // A client whose subscriptions are refused (no channel rights) cannot be woken by name:
+    // queued, it would be named by an unlock that then keeps the lock for it while nobody
+    // wakes — the other waiters would wait for their re-checks. It waits by re-checks alone.
+    unqueued_ = c.waiters().refused() > 0;
   }
 
   // Strand only.
@@ -78,6 +82,12 @@ class acquire_op final : public waiter,
 
   void abort(std::error_code ec) override { finish(ec); }
 
+  // This lock's subscription was refused: leave the queue and stay out of it.
+  void channel_refused() override {
+    unqueued_ = true;
+    if (queued_) leave_queue();
+  }
+
  private:
   bool time_left(clock::time_point now) const { return !deadline_ || now < *deadline_; }
   // A caller that waits (ticket_ set) must have its answer by its deadline, also when the
@@ -105,8 +115,10 @@ class acquire_op final : public waiter,
     if (deadline_) valid = std::min(valid, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - sent));
     const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
     std::string_view keys[] = {hold_->name, counter_, queue_, expiry_};
-    std::string_view args[] = {lease_ms_, hold_->owner, have, ticket_, valid_ms,
-                               c_.cfg().fencing ? "1" : "0", named ? "1" : "0"};
+    sent_ticket_ = !unqueued_ && !ticket_.empty();
+    std::string_view args[] = {lease_ms_, hold_->owner, have,
+                               sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
+                               valid_ms, c_.cfg().fencing ? "1" : "0", named ? "1" : "0"};
     named = false;
     c_.scripts().eval(scripts::mutex_acquire, keys, args, budget(sent),
                       [self = shared_from_this(), sent](std::error_code ec, reply r) {
@@ -156,7 +168,10 @@ class acquire_op final : public waiter,
     if (e.size() != 1) return finish(errc::protocol_error);
     ambiguous_since_.reset();  // "held by another" proves no earlier resend was applied
     resends_ = 0;
-    queued_ = !ticket_.empty();
+    if (sent_ticket_) {
+      queued_ = true;
+      if (unqueued_) leave_queue();  // refused while this attempt was in flight
+    }
     held_elsewhere(e[0].integer());
   }
 
@@ -297,6 +312,19 @@ class acquire_op final : public waiter,
   std::string undo_key() const { return hold_->owner + ' ' + hold_->name; }  // owners have no spaces
   std::uintptr_t undo_id() const { return reinterpret_cast<std::uintptr_t>(this); }
 
+  // Leaves the queue, so that no unlock names a waiter that is gone (or cannot be woken: its
+  // entry would otherwise stay until it went stale), and if an unlock named it already, passes
+  // the hand-off kept for it on to the next waiter. Fire and forget: if it is lost, the
+  // hand-off ends by its expiry and the others re-check.
+  void leave_queue() {
+    queued_ = false;
+    const auto window = std::to_string(c_.cfg().handoff_window.count());
+    std::string_view keys[] = {hold_->name, channel_, queue_, expiry_};
+    std::string_view args[] = {keys::unlock_message, "0", "", "0", window, ticket_};
+    c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
+                      [](std::error_code, reply) {});
+  }
+
   void finish(std::error_code ec) {
     if (finished_) return;
     finished_ = true;
@@ -308,17 +336,7 @@ class acquire_op final : public waiter,
       // kept for its ticket is passed on by the leave below.)
       if (wake_pending && ec) c_.waiters().wake_one(channel_);
     }
-    if (queued_ && ec && ec != errc::shutdown) {
-      // Leave the queue, so that no unlock names a waiter that is gone (its entry would
-      // otherwise stay until it went stale), and if an unlock named it already, pass the
-      // hand-off kept for it on to the next waiter. Fire and forget: if it is lost, the
-      // hand-off ends by its expiry and the others re-check.
-      const auto window = std::to_string(c_.cfg().handoff_window.count());
-      std::string_view keys[] = {hold_->name, channel_, queue_, expiry_};
-      std::string_view args[] = {keys::unlock_message, "0", "", "0", window, ticket_};
-      c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
-                        [](std::error_code, reply) {});
-    }
+    if (queued_ && ec && ec != errc::shutdown) leave_queue();
     if (tracked_) c_.untrack(this);
     auto done = std::move(done_);
     done(ec, hold_);
@@ -339,7 +357,9 @@ class acquire_op final : public waiter,
   int resends_ = 0;
   std::uint64_t sleep_gen_ = 0;
   bool registered_ = false, tracked_ = false, finished_ = false;
-  bool queued_ = false;  // an attempt found the lock held and entered the waiter queue
+  bool queued_ = false;     // an attempt found the lock held and entered the waiter queue
+  bool sent_ticket_ = false;  // the latest attempt carried the ticket (it may queue)
+  bool unqueued_ = false;   // waits by re-checks only, out of the queue (channels refused)
 };
 
 }  // namespace

@@ -364,6 +364,50 @@ TEST(mutex, waits_by_rechecks_when_channels_are_denied) {
   EXPECT_NE(warnings[0].second.find("re-check every 200 ms"), std::string::npos) << warnings[0].second;
 }
 
+// A client without channel rights cannot be woken by name, so it stays out of the waiter
+// queue: an unlock names the next waiter that can be woken instead of keeping the lock for one
+// that would only come at its next re-check.
+TEST(mutex, a_waiter_without_channel_rights_stays_out_of_the_queue) {
+  dlock::test::redis_server_options o;
+  o.acl_file_contents =
+      "user default on nopass ~* &* +@all\n"
+      "user app on >pw ~* resetchannels +@all\n";
+  dlock::test::redis_server srv{o};
+  const auto port = std::to_string(srv.port());
+  auto denied_cfg = dlock::config::from_uri("redis://app:pw@127.0.0.1:" + port + "?recheck=2s");
+  denied_cfg.on_warning = [](dlock::warning, std::string_view) {};
+  dlock::client holder{config_for(srv)}, denied{denied_cfg},
+      permitted{dlock::config::from_uri("redis://127.0.0.1:" + port + "?recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  dlock::mutex h{holder, name}, d{denied, name}, p{permitted, name};
+  h.lock();
+  auto waiting_denied = on_thread([&] {
+    const bool got = d.try_lock_for(15s);
+    if (got) d.unlock();
+    return got;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return denied.impl().waiters().refused() > 0; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":0"; }, 5s))
+      << "the refused waiter left the queue: " << srv.command({"ZRANGE", queue, "0", "-1"});
+  std::atomic<steady::time_point> permitted_in{};
+  auto waiting_permitted = on_thread([&] {
+    const bool got = p.try_lock_for(15s);
+    permitted_in = steady::now();
+    if (got) p.unlock();
+    return got;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":1"; }, 5s));
+  h.unlock();
+  const auto released = steady::now();
+  ASSERT_EQ(waiting_permitted.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiting_permitted.get());
+  EXPECT_LT(permitted_in.load() - released, 1s)
+      << "woken by the unlock, not by its 20 s re-check nor after the refused waiter's 2 s one";
+  ASSERT_EQ(waiting_denied.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiting_denied.get()) << "the refused waiter gets it by its re-checks";
+}
+
 TEST(mutex, an_evicting_maxmemory_policy_is_warned_about_once) {
   for (const std::string policy : {"allkeys-lru", "volatile-ttl", "noeviction"}) {
     dlock::test::redis_server srv{{.extra_args = {"--maxmemory-policy", policy}}};
