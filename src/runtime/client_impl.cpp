@@ -112,25 +112,24 @@ void client_impl::shutdown(std::error_code& ec) {
     std::lock_guard lock{gate_};
     if (stopped_.exchange(true)) return;
   }
-  // What was already sent on its way — a waiter's leave from the queue (which may pass on a
-  // hand-off kept for it), a fire-and-forget release — reaches the server before the link
-  // closes: when connected with work pending, wait for a PING queued behind it, briefly.
+  // Abort what still runs — waiters leave the lock's queue (passing on a hand-off kept for
+  // them), an acquire attempt in flight is given back if it was applied — then let all that
+  // was sent on its way (fire-and-forget releases too) reach the server before the link
+  // closes: when connected, wait briefly for a PING queued behind it (one connection keeps
+  // order). Then stop both links and wait until each has failed its pending work with
+  // errc::shutdown, so no handler is left behind when the io_context stops.
   std::promise<void> drained;
-  asio::post(conn_->get_executor(), [this, &drained] {
-    if (!conn_->connected() || conn_->pending() == 0) return drained.set_value();
+  asio::post(strand_, [this, &drained] {
+    watchdog_->stop();
+    auto ops = ops_;  // abort() untracks
+    for (auto* op : ops) op->abort(errc::shutdown);
+    if (!conn_->connected()) return drained.set_value();
     const auto bound = std::min<std::chrono::milliseconds>(cfg_.command_timeout, std::chrono::milliseconds{250});
     conn_->submit(resp::encode_command({"PING"}), bound,
                   [&drained](std::error_code, reply) { drained.set_value(); });
   });
   drained.get_future().wait();
-  // Stop both links and wait until each has failed its pending work with errc::shutdown, so no
-  // handler is left behind when the io_context stops.
   std::promise<void> conn_done, sub_done;
-  asio::post(strand_, [this] {
-    watchdog_->stop();
-    auto ops = ops_;  // abort() untracks
-    for (auto* op : ops) op->abort(errc::shutdown);
-  });
   conn_->stop();
   sub_->stop();
   asio::post(conn_->get_executor(), [&] { conn_done.set_value(); });

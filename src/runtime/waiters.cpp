@@ -17,7 +17,8 @@ std::uint32_t waiter_registry::random_tag() {
 }
 
 std::uint64_t waiter_registry::make_ticket() {
-  return (std::uint64_t{tag_} << 32) | ++next_;
+  if (++next_ == 0) ++next_;  // a ticket's low half is never 0 (so it is never a bare tag)
+  return (std::uint64_t{tag_} << 32) | next_;
 }
 
 std::uint64_t waiter_registry::parse_ticket(std::string_view payload) {
@@ -31,6 +32,12 @@ std::uint64_t waiter_registry::parse_ticket(std::string_view payload) {
 void waiter_registry::add(const std::string& channel, waiter* w) {
   auto [it, fresh] = channels_.try_emplace(channel);
   it->second.waiters.push_back(w);
+  if (auto early = std::find(named_early_.begin(), named_early_.end(), w->ticket);
+      w->ticket != 0 && early != named_early_.end()) {
+    named_early_.erase(early);
+    w->named = true;
+    w->wake_pending = true;  // the caller (it registers after its attempt) re-checks at once
+  }
   if (fresh) {
     ++channel_count_;
     it->second.listener = subscribe_(channel, [this, channel](const transport::pubsub_event& ev) {
@@ -78,7 +85,12 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
         if (w != e.waiters.end()) {
           wake(*w);
         } else {
-          wake_one(e);  // ours, but it has left: the lock is free, pass the wake-up on
+          // Ours, but not registered: its waiter left (its leave passes a hand-off on; with
+          // no hand-off the lock is free, so wake another), or has not registered yet (the
+          // reply that queued it is still on its way): add() will wake it.
+          named_early_.push_back(t);
+          if (named_early_.size() > 64) named_early_.pop_front();
+          wake_one(e);
         }
       } else {
         wake_one(e);  // an unknown message: behave as for an unlock

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -52,7 +53,8 @@ class waiter_registry {
       : subscribe_{std::move(subscribe)},
         unsubscribe_{std::move(unsubscribe)},
         on_refused_{std::move(refused)},
-        tag_{random_tag()} {}
+        tag_{random_tag()},
+        next_{random_tag()} {}
 
   // A ticket for a new waiter of this client: this client's random tag in the high 32 bits
   // (never 0, so a ticket is never the message 0 or 1), a counter in the low ones.
@@ -92,8 +94,12 @@ class waiter_registry {
   unsubscribe_fn unsubscribe_;
   refused_fn on_refused_;
   std::unordered_map<std::string, entry> channels_;
-  std::uint32_t tag_;       // this client's ticket prefix
-  std::uint32_t next_ = 0;  // ticket counter
+  // Tickets of this client an unlock named before their waiter registered (the name can
+  // arrive on the subscriber connection before the reply that queued the waiter): add() gives
+  // the waiter its wake-up. Bounded; oldest dropped.
+  std::deque<std::uint64_t> named_early_;
+  std::uint32_t tag_;  // this client's ticket prefix
+  std::uint32_t next_;  // ticket counter, from a random start (clients sharing a tag rarely collide)
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::size_t> channel_count_{0};
 };

@@ -336,7 +336,11 @@ class acquire_op final : public waiter,
       // kept for its ticket is passed on by the leave below.)
       if (wake_pending && ec) c_.waiters().wake_one(channel_);
     }
-    if (queued_ && ec && ec != errc::shutdown) leave_queue();
+    if (queued_ && ec) leave_queue();
+    // Ended (the client shuts down) with an attempt in flight: if it acquired, nobody would
+    // release it before its lease ran out. Give back exactly that acquisition (a no-op if it
+    // was not applied); the client waits for both to reach the server before it closes.
+    if (attempting && ec) send_give_back(sent_have_ + 1, [](std::error_code) {});
     if (tracked_) c_.untrack(this);
     auto done = std::move(done_);
     done(ec, hold_);

@@ -237,18 +237,20 @@ TEST(mutex, a_queue_key_of_another_type_fails_nothing) {
 // order they queued, and a caller that keeps trying without waiting never slips in between.
 TEST(mutex, waiters_are_served_in_arrival_order_and_nobody_barges_a_hand_off) {
   dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, barger_client{config_for(srv)};
+  // A long hand-off window: a claim slowed down (sanitizers, a loaded host) must not lapse.
+  const std::string params = "handoff=5s";
+  dlock::client holder{config_for(srv, params)}, barger_client{config_for(srv, params)};
   const auto name = dlock::test::unique_name("lock");
   const auto queue = "dlock_lock_waiters:{" + name + "}";
   dlock::mutex h{holder, name};
   h.lock();
-  constexpr int n = 4;
+  constexpr int n = 6;
   std::vector<std::unique_ptr<dlock::client>> clients;
   std::vector<std::future<void>> threads;
   std::mutex order_mutex;
   std::vector<int> order;
   for (int i = 0; i < n; ++i) {
-    clients.push_back(std::make_unique<dlock::client>(config_for(srv)));
+    clients.push_back(std::make_unique<dlock::client>(config_for(srv, params)));
     threads.push_back(on_thread([&, i, c = clients.back().get()] {
       dlock::mutex m{*c, name};
       if (!m.try_lock_for(20s)) throw std::runtime_error("not acquired");
@@ -277,7 +279,7 @@ TEST(mutex, waiters_are_served_in_arrival_order_and_nobody_barges_a_hand_off) {
         }
         b.unlock();
       }
-      std::this_thread::sleep_for(1ms);
+      std::this_thread::sleep_for(200us);
     }
   });
   h.unlock();
@@ -287,9 +289,63 @@ TEST(mutex, waiters_are_served_in_arrival_order_and_nobody_barges_a_hand_off) {
   }
   stop = true;
   barger.get();
-  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3})) << "served in arrival order";
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5})) << "served in arrival order";
   EXPECT_GT(tries.load(), 50) << "the barger kept trying through every hand-off";
   EXPECT_EQ(barged.load(), 0) << "no try took the lock ahead of a queued waiter";
+}
+
+// A client destroyed while one of its threads waits takes that waiter out of the queue before
+// it closes: the next unlock names the waiter behind it, which acquires at once, not at its
+// next re-check (20 s here).
+TEST(mutex, a_client_destroyed_while_waiting_leaves_the_queue) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, patient{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  dlock::mutex h{holder, name};
+  h.lock();
+  auto doomed = std::make_unique<dlock::client>(config_for(srv, "recheck=20s"));
+  auto first = on_thread([&] {
+    dlock::mutex m{*doomed, name};
+    std::error_code ec;
+    m.try_lock_for(30s, ec);
+    return ec;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":1"; }, 5s));
+  std::atomic<steady::time_point> in{};
+  auto second = on_thread([&] {
+    dlock::mutex m{patient, name};
+    const bool got = m.try_lock_for(30s);
+    in = steady::now();
+    if (got) m.unlock();
+    return got;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
+  doomed.reset();
+  ASSERT_EQ(first.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(first.get(), errc::shutdown);
+  EXPECT_EQ(srv.command({"ZCARD", queue}), ":1") << "the destroyed client's waiter left before it closed";
+  h.unlock();
+  const auto released = steady::now();
+  ASSERT_EQ(second.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(second.get());
+  EXPECT_LT(in.load() - released, 1s) << "named by the unlock, not found by a re-check";
+}
+
+// What a client sent before it was destroyed reaches the server: a lease dropped (released in
+// the background) just before its client goes leaves no lock behind.
+TEST(mutex, a_lease_dropped_just_before_its_client_is_destroyed_is_released) {
+  dlock::test::redis_server srv;
+  const auto name = dlock::test::unique_name("lock");
+  for (int i = 0; i < 20; ++i) {
+    {
+      dlock::client c{config_for(srv)};
+      dlock::mutex m{c, name};
+      auto l = m.async_lock(asio::use_future).get();
+      ASSERT_TRUE(l.owns());
+    }  // the lease, then the client
+    ASSERT_EQ(srv.command({"EXISTS", name}), ":0") << "round " << i << ": left held";
+  }
 }
 
 // A waiter that gives up leaves the queue at once, so no unlock names it.

@@ -205,6 +205,15 @@ TEST(scripts, waiter_queue_serves_by_arrival_and_skips_stale_entries) {
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
   EXPECT_EQ(srv.command({"ZCARD", queue}), ":0") << "the stale entry is gone";
   EXPECT_EQ(srv.command({"HLEN", expiry}), ":0");
+
+  // A stale entry ahead of a live one: skipped, the live one named.
+  ASSERT_EQ(acquire("A:1", "", "5000").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("S:1", "4294967301", "40").r.elements().size(), 1u);
+  std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(acquire("L:1", "4294967302", "5000").r.elements().size(), 1u);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(named_by_release("A:1"), "4294967302") << "the stale head skipped";
+  EXPECT_EQ(srv.command({"ZCARD", queue}), ":0");
 }
 
 // Hand-off (config::handoff_window): a release that names a waiter keeps the lock for it —
@@ -272,7 +281,12 @@ TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   EXPECT_EQ(srv.command({"ZCARD", queue}), ":0");
   EXPECT_EQ(srv.command({"HLEN", expiry}), ":0");
   EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket) << "untouched";
+  // F queues; C, named, leaves instead of taking it: passed on to F.
+  ASSERT_EQ(acquire("F:1", "4294967303").r.elements().size(), 1u);
   EXPECT_EQ(leave(c_ticket).r.integer(), 1) << "C leaves and passes it on";
+  EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), "4294967303") << "kept for F now";
+  EXPECT_EQ(acquire("F:1", "4294967303", "1").r.elements().size(), 2u) << "F takes it";
+  ASSERT_EQ(release("F:1", "5000").r.integer(), 1);
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "nobody left to keep it for: free";
   EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u);
 
@@ -308,6 +322,13 @@ TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {
   EXPECT_EQ(r.r.elements()[3].integer(), 0) << "another type counts as not held";
   EXPECT_GT(c.execute({"PTTL", held}).integer(), 59000);
   EXPECT_LE(c.execute({"PTTL", other}).integer(), 1000) << "others' leases untouched";
+  // Lease "0": only checks (after a reconnect), leases untouched.
+  auto check = eval(c, dlock::scripts::mutex_renew, {held, gone}, {"0", "A:1", "A:1"});
+  ASSERT_EQ(check.r.elements().size(), 2u);
+  EXPECT_EQ(check.r.elements()[0].integer(), 1);
+  EXPECT_EQ(check.r.elements()[1].integer(), 0);
+  EXPECT_LE(c.execute({"PTTL", held}).integer(), 60000);
+  EXPECT_GT(c.execute({"PTTL", held}).integer(), 50000) << "not set to 0 or expired";
 }
 
 TEST(scripts, force_unlock_deletes_and_publishes) {

@@ -72,6 +72,8 @@ struct fake_subscriber {
 // Counts its wake-ups; optionally starts an attempt when woken, or runs `on_wake`.
 struct fake_waiter : waiter {
   int wakes = 0;
+  int refusals = 0;
+  void channel_refused() override { ++refusals; }
   bool attempt_on_wake = false;
   std::function<void()> on_wake;
 
@@ -293,6 +295,28 @@ TEST(waiters, a_ticket_of_ours_whose_waiter_left_passes_the_wake_up_on) {
   EXPECT_EQ(w2.wakes, 1);
 }
 
+// The unlock that names a waiter can reach the client (subscriber connection) before the reply
+// that queued that waiter (command connection): the waiter registers after its name came. It
+// must still get its wake-up, as the named one (it is no longer in the queue).
+TEST(waiters, a_ticket_named_before_its_waiter_registered_wakes_it_when_it_does) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter w1, late;
+  w1.ticket = reg.make_ticket();
+  late.ticket = reg.make_ticket();
+  reg.add(chan_a, &w1);  // another waiter keeps the channel subscribed
+  ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(late.ticket)));
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  reg.add(chan_a, &late);
+  EXPECT_TRUE(late.named);
+  EXPECT_TRUE(late.wake_pending) << "it re-checks at once, as the named waiter";
+  // Remembered once: a second registration of that ticket is not woken again.
+  reg.remove(chan_a, &late);
+  late.named = late.wake_pending = false;
+  reg.add(chan_a, &late);
+  EXPECT_FALSE(late.wake_pending);
+}
+
 TEST(waiters, a_ticket_for_a_waiter_mid_attempt_makes_it_check_again) {
   fake_subscriber sub;
   auto reg = sub.make_registry();
@@ -360,9 +384,11 @@ TEST(waiters, failed_subscription_counts_as_refused_and_wakes_none) {
   ASSERT_TRUE(sub.publish(chan_b, type::failed));
   EXPECT_EQ(reg.refused(), 2u);
   EXPECT_EQ(w1.wakes + w2.wakes, 0);
-  // The waiters stay registered; they fall back to their own re-checks.
+  // The waiters stay registered; they fall back to their own re-checks, out of the queue.
   EXPECT_EQ(reg.waiters(chan_a), 1u);
   EXPECT_TRUE(sub.unsubscribed.empty());
+  EXPECT_EQ(w1.refusals, 1);
+  EXPECT_EQ(w2.refusals, 1);
 }
 
 TEST(waiters, events_for_channels_without_waiters_are_ignored) {
