@@ -90,10 +90,9 @@ struct config {
   // this long (a reservation in the lock hash), so that nobody else's acquire takes it in the
   // moment between the unlock and the woken waiter's acquire: waiters of dlock clients are
   // served in arrival order instead of losing to whoever comes back first. A woken waiter that
-  // does not come (its process died) keeps newcomers out for at most this long; the waiters
-  // already queued find the lock free at their next re-check (wait_recheck), as they would
-  // without a hand-off. A waiter that gives up, or whose client is destroyed, passes it on at
-  // once. 0 = off.
+  // does not come (its process died) holds the others up for about this long: the next in
+  // line is told to stand by and re-checks when the window has passed. A waiter that gives up,
+  // or whose client is destroyed, passes it on at once. 0 = off.
   std::chrono::milliseconds handoff_window{100};
   // Called at most once per kind of warning per client, on the client's I/O thread (it must not
   // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".

@@ -29,6 +29,11 @@ std::uint64_t waiter_registry::parse_ticket(std::string_view payload) {
   return t;
 }
 
+std::uint64_t waiter_registry::parse_standby(std::string_view payload) {
+  if (payload.size() < 2 || payload.front() != '-') return 0;
+  return parse_ticket(payload.substr(1));
+}
+
 void waiter_registry::add(const std::string& channel, waiter* w) {
   auto [it, fresh] = channels_.try_emplace(channel);
   it->second.waiters.push_back(w);
@@ -76,6 +81,11 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
           e.announced = false;  // its ticket already woke the one waiter it was meant for
         } else {
           wake_one(e);
+        }
+      } else if (const auto sb = parse_standby(ev.payload)) {
+        if ((sb >> 32) != tag_) return;
+        for (auto* w : e.waiters) {
+          if (w->ticket == sb) return w->stand_by();
         }
       } else if (const auto t = parse_ticket(ev.payload)) {
         e.announced = true;

@@ -12,6 +12,8 @@
 // - `0` not announced by a ticket (Redisson's unlock, or an empty queue): wakes one waiter —
 //   the longest-waiting one that is not already re-checking; if all are, the first is told to
 //   re-check again when its attempt fails, so the wake-up is never swallowed.
+// - `-` and a ticket (between a ticket and its `0`, when the unlock kept the lock for the
+//   named waiter): the next in line stands by, re-checking when the hand-off's window ends.
 // - `1` wakes all. A (re)subscription wakes all: messages may have been missed.
 // Waiters also re-check on their own timers, so a lost message costs latency, never a hang.
 #pragma once
@@ -35,6 +37,9 @@ class waiter {
   virtual void wake() = 0;
   // The lock's subscription was refused: this waiter cannot be woken by a message (strand only).
   virtual void channel_refused() {}
+  // An unlock named another waiter and kept the lock for it; this one is next in line: re-check
+  // once that hand-off's window has passed, in case the named waiter never comes (strand only).
+  virtual void stand_by() {}
   bool attempting = false;    // an acquire attempt is in flight
   bool wake_pending = false;  // woken while attempting: re-check again if the attempt fails
   std::uint64_t ticket = 0;   // its name in the lock's waiter queue (0: none)
@@ -62,6 +67,8 @@ class waiter_registry {
   static std::string ticket_text(std::uint64_t t) { return std::to_string(t); }
   // The ticket a message names, or 0 if it is not a ticket.
   static std::uint64_t parse_ticket(std::string_view payload);
+  // The ticket a stand-by message ('-' and a ticket) names, or 0.
+  static std::uint64_t parse_standby(std::string_view payload);
 
   void add(const std::string& channel, waiter* w);
   void remove(const std::string& channel, waiter* w);

@@ -82,6 +82,19 @@ class acquire_op final : public waiter,
 
   void abort(std::error_code ec) override { finish(ec); }
 
+  // Next in line behind a hand-off: re-check once its window has passed (and a little more, so
+  // that the reservation has expired), unless woken or re-checking sooner — in case the named
+  // waiter never comes.
+  void stand_by() override {
+    if (finished_) return;
+    const auto at = clock::now() + c_.cfg().handoff_window + std::chrono::milliseconds{5};
+    if (attempting || giving_back_) {
+      standby_at_ = at;  // applied when the attempt's reply sends it back to sleep
+    } else if (timer_.expiry() > at) {
+      sleep(at - clock::now());
+    }
+  }
+
   // This lock's subscription was refused: leave the queue and stay out of it.
   void channel_refused() override {
     unqueued_ = true;
@@ -243,6 +256,10 @@ class acquire_op final : public waiter,
     // Re-check one millisecond after the end, or a waiter that reaches the key in its last
     // millisecond would sleep a whole wait_recheck.
     if (pttl >= 0) d = std::min<clock::duration>(d, std::chrono::milliseconds{pttl + 1});
+    if (standby_at_) {
+      d = std::min<clock::duration>(d, std::max<clock::duration>(*standby_at_ - now, clock::duration::zero()));
+      standby_at_.reset();
+    }
     if (deadline_) d = std::min<clock::duration>(d, *deadline_ - now);
     sleep(d);
   }
@@ -364,6 +381,7 @@ class acquire_op final : public waiter,
   bool queued_ = false;     // an attempt found the lock held and entered the waiter queue
   bool sent_ticket_ = false;  // the latest attempt carried the ticket (it may queue)
   bool unqueued_ = false;   // waits by re-checks only, out of the queue (channels refused)
+  std::optional<clock::time_point> standby_at_;  // re-check by then (stood by while attempting)
 };
 
 }  // namespace

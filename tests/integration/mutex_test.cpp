@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "dlock/mutex.hpp"
+#include "scripts/script.hpp"
+#include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
@@ -292,6 +294,42 @@ TEST(mutex, waiters_are_served_in_arrival_order_and_nobody_barges_a_hand_off) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5})) << "served in arrival order";
   EXPECT_GT(tries.load(), 50) << "the barger kept trying through every hand-off";
   EXPECT_EQ(barged.load(), 0) << "no try took the lock ahead of a queued waiter";
+}
+
+// The waiter an unlock names may have died (kill -9) while its queue entry was still live: the
+// lock is kept for it for the hand-off window, and the waiter next in line, told to stand by,
+// re-checks when the window ends — not at its next re-check (20 s here).
+TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, patient{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = dlock::keys::waiter_queue(name);
+  dlock::mutex h{holder, name};
+  h.lock();
+  // A ghost: queued by the acquire script with a ticket no live client holds, valid for 30 s.
+  const auto ghost = holder.execute(
+      {"EVAL", std::string{dlock::scripts::mutex_acquire.text}, "4", name, dlock::keys::fencing_counter(name),
+       queue, dlock::keys::waiter_expiry(name), "30000", "ghost:1", "0", "9223372032559808513", "30000", "1", "0"});
+  ASSERT_EQ(srv.command({"ZCARD", queue}), ":1") << ghost.str();
+  std::atomic<steady::time_point> in{};
+  auto next = on_thread([&] {
+    dlock::mutex m{patient, name};
+    const bool got = m.try_lock_for(30s);
+    in = steady::now();
+    if (got) m.unlock();
+    return got;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return patient.impl().waiters().channels() == 1; }, 5s));
+  h.unlock();
+  const auto released = steady::now();
+  EXPECT_EQ(srv.command({"HGET", name, std::string{dlock::keys::handoff_field}}), "9223372032559808513")
+      << "kept for the ghost";
+  ASSERT_EQ(next.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(next.get());
+  const auto waited = in.load() - released;
+  EXPECT_GE(waited, 90ms) << "not before the ghost's hand-off ended";
+  EXPECT_LT(waited, 1s) << "at the window's end, not at the 20 s re-check";
 }
 
 // A client destroyed while one of its threads waits takes that waiter out of the queue before

@@ -73,7 +73,9 @@ struct fake_subscriber {
 struct fake_waiter : waiter {
   int wakes = 0;
   int refusals = 0;
+  int standbys = 0;
   void channel_refused() override { ++refusals; }
+  void stand_by() override { ++standbys; }
   bool attempt_on_wake = false;
   std::function<void()> on_wake;
 
@@ -315,6 +317,30 @@ TEST(waiters, a_ticket_named_before_its_waiter_registered_wakes_it_when_it_does)
   late.named = late.wake_pending = false;
   reg.add(chan_a, &late);
   EXPECT_FALSE(late.wake_pending);
+}
+
+// Ticket, stand-by, 0: the named waiter wakes, the next in line stands by (it will re-check
+// when the hand-off's window ends), and the 0 still wakes nobody.
+TEST(waiters, a_standby_message_reaches_only_its_waiter_and_keeps_the_zero_announced) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry();
+  fake_waiter named, next, other;
+  named.ticket = reg.make_ticket();
+  next.ticket = reg.make_ticket();
+  other.ticket = reg.make_ticket();
+  reg.add(chan_a, &named);
+  reg.add(chan_a, &next);
+  reg.add(chan_a, &other);
+  ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(named.ticket)));
+  ASSERT_TRUE(sub.message(chan_a, "-" + waiter_registry::ticket_text(next.ticket)));
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(named.wakes, 1);
+  EXPECT_EQ(next.standbys, 1);
+  EXPECT_EQ(next.wakes + other.wakes + other.standbys + named.standbys, 0);
+  EXPECT_EQ(waiter_registry::parse_standby("-" + waiter_registry::ticket_text(next.ticket)), next.ticket);
+  EXPECT_EQ(waiter_registry::parse_standby("-1"), 0u) << "not a ticket";
+  EXPECT_EQ(waiter_registry::parse_standby("-"), 0u);
+  EXPECT_EQ(waiter_registry::parse_standby(waiter_registry::ticket_text(next.ticket)), 0u);
 }
 
 TEST(waiters, a_ticket_for_a_waiter_mid_attempt_makes_it_check_again) {

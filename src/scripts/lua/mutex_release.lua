@@ -64,12 +64,19 @@ if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
     -- nobody takes it between this unlock and that waiter's acquire. HSET may be refused (over
     -- maxmemory): then the lock is simply free. A reservation must never outlive its window.
     local window = tonumber(ARGV[5] or '0') or 0
+    local kept = false
     if window > 0 and type(redis.pcall('hset', KEYS[1], 'dlock:handoff', head)) == 'number' then
-      if type(redis.pcall('pexpire', KEYS[1], window)) ~= 'number' then
-        redis.call('del', KEYS[1])
-      end
+      kept = type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
+      if not kept then redis.call('del', KEYS[1]) end
     end
     redis.pcall('publish', KEYS[2], head)
+    if kept then
+      -- The next in line stands by: '-' and its ticket (a negative number, which Redisson's
+      -- LockPubSub ignores too). Its client re-checks when the window has passed, so a named
+      -- waiter that died costs the queue the window, not a whole re-check interval.
+      local nxt = redis.pcall('zrange', KEYS[3], 0, 0)
+      if type(nxt) == 'table' and nxt[1] then redis.pcall('publish', KEYS[2], '-' .. nxt[1]) end
+    end
   end
 end
 redis.pcall('publish', KEYS[2], ARGV[1])
