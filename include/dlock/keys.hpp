@@ -35,7 +35,7 @@ inline std::string fencing_counter(std::string_view name) {
 }
 
 // The waiters of `name` that an unlock may name to wake: a sorted set of waiter tickets scored
-// by when each first queued (server ms), so the longest-waiting is named first. dlock only,
+// by when each first queued (server µs), so the longest-waiting is named first. dlock only,
 // Redisson never reads it. Exists only while dlock clients wait on the lock.
 inline std::string waiter_queue(std::string_view name) { return prefixed("dlock_lock_waiters", name); }
 

@@ -311,6 +311,7 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
       {"EVAL", std::string{dlock::scripts::mutex_acquire.text}, "4", name, dlock::keys::fencing_counter(name),
        queue, dlock::keys::waiter_expiry(name), "30000", "ghost:1", "0", "9223372032559808513", "30000", "1", "0"});
   ASSERT_EQ(srv.command({"ZCARD", queue}), ":1") << ghost.str();
+  std::this_thread::sleep_for(2ms);  // arrivals in order, whatever the clock's resolution
   std::atomic<steady::time_point> in{};
   auto next = on_thread([&] {
     dlock::mutex m{patient, name};

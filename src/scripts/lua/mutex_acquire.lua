@@ -28,7 +28,7 @@
 -- Layout as Redisson: hash field owner -> hold count, PEXPIRE lease on the hash. A key of
 -- another type fails with WRONGTYPE (HGET), never reads as "held".
 -- The waiter queue (a dlock addition, invisible to Redisson): a caller that finds the lock held
--- and will wait is entered in KEYS[3] scored by when it first arrived (server ms; later attempts
+-- and will wait is entered in KEYS[3] scored by when it first arrived (server µs; later attempts
 -- keep that place), and KEYS[4] records when its entry goes stale (server time + ARGV[5],
 -- renewed by every attempt), so that an unlock can name exactly one live waiter to wake, the
 -- longest waiting (mutex_release.lua); it leaves the queue when it acquires.
@@ -65,15 +65,16 @@ if busy then
     local now = redis.call('time')
     local ttl = tonumber(ARGV[5])
     local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    local now_us = now[1] * 1000000 + now[2]  -- below 2^53: exact; ties practically never
     local placed
     if ARGV[7] == '1' then
       -- Named, but the lock was taken after all: in front of the head.
       local first = redis.pcall('zrange', KEYS[3], 0, 0, 'WITHSCORES')
-      local score = now_ms
+      local score = now_us
       if type(first) == 'table' and first[2] then score = math.min(score, tonumber(first[2]) - 1) end
       placed = redis.pcall('zadd', KEYS[3], score, ticket)
     else
-      placed = redis.pcall('zadd', KEYS[3], 'NX', now_ms, ticket)  -- a known waiter keeps its place
+      placed = redis.pcall('zadd', KEYS[3], 'NX', now_us, ticket)  -- a known waiter keeps its place
     end
     -- Both keys live as long as their longest-lived entry.
     local function outlive(key)
