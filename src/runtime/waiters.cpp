@@ -83,17 +83,12 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
           wake_one(e);
         }
       } else if (const auto sb = parse_standby(ev.payload)) {
-        if ((sb >> 32) != tag_) return;
-        for (auto* w : e.waiters) {
-          if (w->ticket == sb) return w->stand_by();
-        }
+        if (auto* w = ours(e, sb)) w->stand_by();
       } else if (const auto t = parse_ticket(ev.payload)) {
         e.announced = true;
         if ((t >> 32) != tag_) return;  // another client's waiter
-        auto w = std::find_if(e.waiters.begin(), e.waiters.end(),
-                              [t](const waiter* x) { return x->ticket == t; });
-        if (w != e.waiters.end()) {
-          wake(*w);
+        if (auto* w = ours(e, t)) {
+          wake(w);
         } else {
           // Ours, but not registered: its waiter left (its leave passes a hand-off on; with
           // no hand-off the lock is free, so wake another), or has not registered yet (the
@@ -121,6 +116,13 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
       return;
     }
   }
+}
+
+waiter* waiter_registry::ours(const entry& e, std::uint64_t ticket) const {
+  if ((ticket >> 32) != tag_) return nullptr;
+  const auto w = std::find_if(e.waiters.begin(), e.waiters.end(),
+                              [ticket](const waiter* x) { return x->ticket == ticket; });
+  return w == e.waiters.end() ? nullptr : *w;
 }
 
 void waiter_registry::wake_one(const std::string& channel) {

@@ -93,6 +93,8 @@ class waiter_registry {
     bool announced = false;  // a ticket came: skip the `0` that follows it
   };
   void wake_one(entry& e);
+  // This client's registered waiter holding `ticket`, or null.
+  waiter* ours(const entry& e, std::uint64_t ticket) const;
   static void wake(waiter* w);
   void wake_all(const std::string& channel);
   static std::uint32_t random_tag();

@@ -8,7 +8,6 @@
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
-#include "dlock/keys.hpp"
 #include "runtime/renewal_schedule.hpp"
 #include "scripts/script.hpp"
 #include "sync/mutex_ops.hpp"
@@ -39,10 +38,7 @@ class acquire_op final : public waiter,
         deadline_{deadline},
         done_{std::move(done)},
         timer_{c.strand()},
-        channel_{keys::lock_channel(hold_->name)},
-        counter_{keys::fencing_counter(hold_->name)},
-        queue_{keys::waiter_queue(hold_->name)},
-        expiry_{keys::waiter_expiry(hold_->name)},
+        keys_{hold_->name},
         lease_ms_{std::to_string(hold_->lease.count())} {
     // Only a caller that will wait takes a place in the lock's waiter queue.
     if (!deadline_ || *deadline_ > clock::now()) {
@@ -61,7 +57,7 @@ class acquire_op final : public waiter,
     // A give-back still running for an earlier acquisition by this owner must stop before this
     // one's first attempt goes out: it would delete what this op acquires (same owner field,
     // same count). One connection keeps order, so what it already sent runs before our attempt.
-    c_.undoing().erase(undo_key());
+    if (!c_.undoing().empty()) c_.undoing().erase(undo_key());  // (no key to build on the usual path)
     c_.track(this);
     tracked_ = true;
     attempt();
@@ -127,7 +123,7 @@ class acquire_op final : public waiter,
     auto valid = c_.cfg().wait_recheck;
     if (deadline_) valid = std::min(valid, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - sent));
     const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
-    std::string_view keys[] = {hold_->name, counter_, queue_, expiry_};
+    std::string_view keys[] = {keys_.name, keys_.counter, keys_.queue, keys_.expiry};
     sent_ticket_ = !unqueued_ && !ticket_.empty();
     std::string_view args[] = {lease_ms_, hold_->owner, have,
                                sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
@@ -247,7 +243,7 @@ class acquire_op final : public waiter,
     if (!time_left(now)) return finish(errc::timeout);
     if (!registered_) {
       registered_ = true;
-      c_.waiters().add(channel_, this);  // its (re)subscription wakes us for one more check
+      c_.waiters().add(keys_.channel, this);  // its (re)subscription wakes us for one more check
     }
     if (wake_pending) return attempt();
     clock::duration d = c_.cfg().wait_recheck;
@@ -290,13 +286,9 @@ class acquire_op final : public waiter,
 
   // Releases the acquisition that left the owner's count at `have` (conditional on it).
   template <class Done>
-  void send_give_back(std::uint32_t have_count, Done done) {
-    const auto have = std::to_string(have_count);
-    const auto window = std::to_string(c_.cfg().handoff_window.count());
-    std::string_view keys[] = {hold_->name, channel_, queue_, expiry_};
-    std::string_view args[] = {keys::unlock_message, lease_ms_, hold_->owner, have, window};
-    c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
-                      [done = std::move(done)](std::error_code ec, reply) mutable { done(ec); });
+  void send_give_back(std::uint32_t have, Done done) {
+    send_mutex_release(c_, keys_, lease_ms_, hold_->owner, have, {},
+                       [done = std::move(done)](std::error_code ec, reply) mutable { done(ec); });
   }
 
   // The outcome stayed unknown: if the acquisition was applied, nobody would release it before
@@ -335,11 +327,7 @@ class acquire_op final : public waiter,
   // hand-off ends by its expiry and the others re-check.
   void leave_queue() {
     queued_ = false;
-    const auto window = std::to_string(c_.cfg().handoff_window.count());
-    std::string_view keys[] = {hold_->name, channel_, queue_, expiry_};
-    std::string_view args[] = {keys::unlock_message, "0", "", "0", window, ticket_};
-    c_.scripts().eval(scripts::mutex_release, keys, args, c_.cfg().command_timeout,
-                      [](std::error_code, reply) {});
+    send_mutex_release(c_, keys_, "0", "", 0, ticket_, [](std::error_code, reply) {});
   }
 
   void finish(std::error_code ec) {
@@ -348,10 +336,10 @@ class acquire_op final : public waiter,
     ++sleep_gen_;
     timer_.cancel();
     if (registered_) {
-      c_.waiters().remove(channel_, this);
+      c_.waiters().remove(keys_.channel, this);
       // A wake-up meant for this waiter must not die with it: the lock may be free. (A hand-off
       // kept for its ticket is passed on by the leave below.)
-      if (wake_pending && ec) c_.waiters().wake_one(channel_);
+      if (wake_pending && ec) c_.waiters().wake_one(keys_.channel);
     }
     if (queued_ && ec) leave_queue();
     // Ended (the client shuts down) with an attempt in flight: if it acquired, nobody would
@@ -368,7 +356,8 @@ class acquire_op final : public waiter,
   std::optional<clock::time_point> deadline_;
   completion<std::shared_ptr<hold_state>> done_;
   asio::steady_timer timer_;
-  const std::string channel_, counter_, queue_, expiry_, lease_ms_;
+  const lock_keys keys_;
+  const std::string lease_ms_;
   std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;
   clock::time_point last_sent_{};  // the latest attempt's send: its lease ends last

@@ -1,7 +1,10 @@
-// Argument checks and deadlines shared by dlock::mutex's forms (mutex_ops.hpp).
+// Argument checks, deadlines and script calls shared by dlock::mutex's forms (mutex_ops.hpp).
 #include "sync/mutex_ops.hpp"
 
 #include "dlock/error.hpp"
+#include "dlock/keys.hpp"
+#include "runtime/client_impl.hpp"
+#include "scripts/script.hpp"
 
 namespace dlock::detail {
 
@@ -19,6 +22,25 @@ std::optional<clock::time_point> deadline_after(std::optional<std::chrono::milli
   if (!wait) return std::nullopt;
   if (*wait >= forever) return std::nullopt;  // now + wait would overflow: wait as lock() does
   return clock::now() + std::max(*wait, std::chrono::milliseconds{0});
+}
+
+lock_keys::lock_keys(const std::string& lock_name)
+    : name{lock_name},
+      channel{keys::lock_channel(lock_name)},
+      counter{keys::fencing_counter(lock_name)},
+      queue{keys::waiter_queue(lock_name)},
+      expiry{keys::waiter_expiry(lock_name)} {}
+
+void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
+                        std::string_view owner, std::uint32_t have,
+                        std::string_view leaving_ticket, transport::reply_handler done) {
+  const auto have_text = std::to_string(have);
+  const auto window = std::to_string(c.cfg().handoff_window.count());
+  std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry};
+  std::string_view args[] = {keys::unlock_message, lease, owner, have_text, window, leaving_ticket};
+  // ARGV[6] present only for a leave: the script tells the two forms apart by it.
+  const std::span<const std::string_view> argv{args, leaving_ticket.empty() ? 5u : 6u};
+  c.scripts().eval(scripts::mutex_release, keys, argv, c.cfg().command_timeout, std::move(done));
 }
 
 }  // namespace dlock::detail

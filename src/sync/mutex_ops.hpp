@@ -6,11 +6,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include "dlock/config.hpp"
 #include "dlock/detail/completion.hpp"
 #include "runtime/hold.hpp"
+#include "transport/pipeline.hpp"
 
 namespace dlock::detail {
 
@@ -50,5 +52,20 @@ void start_release(client_impl& c, std::shared_ptr<hold_state> hold, completion<
 
 // Deletes the lock whoever holds it and wakes a waiter. Completes with whether it was held.
 void start_force_unlock(client_impl& c, const std::string& name, completion<bool> done);
+
+// The keys the mutex scripts touch beside the lock hash `name` (dlock/keys.hpp), derived once.
+// `name` views the caller's string (a hold's name), which must outlive this.
+struct lock_keys {
+  explicit lock_keys(const std::string& lock_name);
+  std::string_view name;
+  std::string channel, counter, queue, expiry;
+};
+
+// Sends mutex_release.lua (with the client's hand-off window): one hold of `owner`, which has
+// `have` holds now (a partial release resets the lease to `lease`); or, with `leaving_ticket`,
+// that waiter's leave from the queue (the hold arguments are then ignored).
+void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
+                        std::string_view owner, std::uint32_t have,
+                        std::string_view leaving_ticket, transport::reply_handler done);
 
 }  // namespace dlock::detail

@@ -33,16 +33,9 @@ void finish_release(client_impl& c, release_state& st, std::error_code ec, bool 
 void send_release(client_impl& c, std::shared_ptr<release_state> st, completion<bool> done) {
   auto& h = *st->hold;
   const auto have_n = h.count.load();
-  const auto have = std::to_string(have_n);
-  const auto lease = std::to_string(h.lease.count());
-  const auto channel = keys::lock_channel(h.name);
-  const auto queue = keys::waiter_queue(h.name), expiry = keys::waiter_expiry(h.name);
-  const auto window = std::to_string(c.cfg().handoff_window.count());
-  std::string_view keys[] = {h.name, channel, queue, expiry};
-  std::string_view args[] = {keys::unlock_message, lease, h.owner, have, window};
   const auto sent = clock::now();
-  c.scripts().eval(
-      scripts::mutex_release, keys, args, c.cfg().command_timeout,
+  send_mutex_release(
+      c, lock_keys{h.name}, std::to_string(h.lease.count()), h.owner, have_n, {},
       [&c, st, have_n, sent, done = std::move(done)](std::error_code ec, reply r) mutable {
         auto& hold = *st->hold;
         if (ec == errc::timeout || ec == errc::connection_lost) {

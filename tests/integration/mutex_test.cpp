@@ -159,6 +159,21 @@ TEST(mutex, hands_off_by_pub_sub_within_milliseconds) {
   }
 }
 
+// A waiter on its own thread: try_lock_for(wait) on `c`, noting when that returned; unlocks
+// what it got.
+struct timed_waiter {
+  timed_waiter(dlock::client& c, std::string name, std::chrono::milliseconds wait)
+      : result{on_thread([this, &c, name = std::move(name), wait] {
+          dlock::mutex m{c, name};
+          const bool got = m.try_lock_for(wait);
+          returned = steady::now();
+          if (got) m.unlock();
+          return got;
+        })} {}
+  std::atomic<steady::time_point> returned{};
+  std::future<bool> result;
+};
+
 long info_count(dlock::test::redis_server& srv, const std::string& section, const std::string& key) {
   const auto info = srv.command({"INFO", section});
   auto at = info.find(key + ":calls=");
@@ -312,23 +327,16 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
        queue, dlock::keys::waiter_expiry(name), "30000", "ghost:1", "0", "9223372032559808513", "30000", "1", "0"});
   ASSERT_EQ(srv.command({"ZCARD", queue}), ":1") << ghost.str();
   std::this_thread::sleep_for(2ms);  // arrivals in order, whatever the clock's resolution
-  std::atomic<steady::time_point> in{};
-  auto next = on_thread([&] {
-    dlock::mutex m{patient, name};
-    const bool got = m.try_lock_for(30s);
-    in = steady::now();
-    if (got) m.unlock();
-    return got;
-  });
+  timed_waiter next{patient, name, 30s};
   ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
   ASSERT_TRUE(dlock::test::wait_until([&] { return patient.impl().waiters().channels() == 1; }, 5s));
   h.unlock();
   const auto released = steady::now();
   EXPECT_EQ(srv.command({"HGET", name, std::string{dlock::keys::handoff_field}}), "9223372032559808513")
       << "kept for the ghost";
-  ASSERT_EQ(next.wait_for(10s), std::future_status::ready);
-  EXPECT_TRUE(next.get());
-  const auto waited = in.load() - released;
+  ASSERT_EQ(next.result.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(next.result.get());
+  const auto waited = next.returned.load() - released;
   EXPECT_GE(waited, 90ms) << "not before the ghost's hand-off ended";
   EXPECT_LT(waited, 1s) << "at the window's end, not at the 20 s re-check";
 }
@@ -351,14 +359,7 @@ TEST(mutex, a_client_destroyed_while_waiting_leaves_the_queue) {
     return ec;
   });
   ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":1"; }, 5s));
-  std::atomic<steady::time_point> in{};
-  auto second = on_thread([&] {
-    dlock::mutex m{patient, name};
-    const bool got = m.try_lock_for(30s);
-    in = steady::now();
-    if (got) m.unlock();
-    return got;
-  });
+  timed_waiter second{patient, name, 30s};
   ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
   doomed.reset();
   ASSERT_EQ(first.wait_for(5s), std::future_status::ready);
@@ -366,9 +367,9 @@ TEST(mutex, a_client_destroyed_while_waiting_leaves_the_queue) {
   EXPECT_EQ(srv.command({"ZCARD", queue}), ":1") << "the destroyed client's waiter left before it closed";
   h.unlock();
   const auto released = steady::now();
-  ASSERT_EQ(second.wait_for(10s), std::future_status::ready);
-  EXPECT_TRUE(second.get());
-  EXPECT_LT(in.load() - released, 1s) << "named by the unlock, not found by a re-check";
+  ASSERT_EQ(second.result.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(second.result.get());
+  EXPECT_LT(second.returned.load() - released, 1s) << "named by the unlock, not found by a re-check";
 }
 
 // What a client sent before it was destroyed reaches the server: a lease dropped (released in
@@ -475,7 +476,7 @@ TEST(mutex, a_waiter_without_channel_rights_stays_out_of_the_queue) {
       permitted{dlock::config::from_uri("redis://127.0.0.1:" + port + "?recheck=20s")};
   const auto name = dlock::test::unique_name("lock");
   const auto queue = "dlock_lock_waiters:{" + name + "}";
-  dlock::mutex h{holder, name}, d{denied, name}, p{permitted, name};
+  dlock::mutex h{holder, name}, d{denied, name};
   h.lock();
   auto waiting_denied = on_thread([&] {
     const bool got = d.try_lock_for(15s);
@@ -485,19 +486,13 @@ TEST(mutex, a_waiter_without_channel_rights_stays_out_of_the_queue) {
   ASSERT_TRUE(dlock::test::wait_until([&] { return denied.impl().waiters().refused() > 0; }, 5s));
   ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":0"; }, 5s))
       << "the refused waiter left the queue: " << srv.command({"ZRANGE", queue, "0", "-1"});
-  std::atomic<steady::time_point> permitted_in{};
-  auto waiting_permitted = on_thread([&] {
-    const bool got = p.try_lock_for(15s);
-    permitted_in = steady::now();
-    if (got) p.unlock();
-    return got;
-  });
+  timed_waiter waiting_permitted{permitted, name, 15s};
   ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":1"; }, 5s));
   h.unlock();
   const auto released = steady::now();
-  ASSERT_EQ(waiting_permitted.wait_for(10s), std::future_status::ready);
-  EXPECT_TRUE(waiting_permitted.get());
-  EXPECT_LT(permitted_in.load() - released, 1s)
+  ASSERT_EQ(waiting_permitted.result.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiting_permitted.result.get());
+  EXPECT_LT(waiting_permitted.returned.load() - released, 1s)
       << "woken by the unlock, not by its 20 s re-check nor after the refused waiter's 2 s one";
   ASSERT_EQ(waiting_denied.wait_for(10s), std::future_status::ready);
   EXPECT_TRUE(waiting_denied.get()) << "the refused waiter gets it by its re-checks";

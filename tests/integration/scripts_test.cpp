@@ -6,8 +6,10 @@
 #include <thread>
 
 #include "dlock/client.hpp"
+#include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
 #include "scripts/script.hpp"
+#include "sync/mutex_ops.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -38,6 +40,23 @@ TEST(scripts, embedded_sha1_matches_what_redis_computes) {
                         &dlock::scripts::mutex_renew, &dlock::scripts::mutex_force_unlock}) {
     auto sha = c.execute({"SCRIPT", "LOAD", std::string(s->text)});
     EXPECT_EQ(sha.str(), s->sha1) << s->name;
+  }
+}
+
+// The hand-off field is spelled in the Lua scripts and in keys.hpp (for inspect and the CLI):
+// the two must not drift apart.
+TEST(scripts, the_scripts_use_the_handoff_field_keys_hpp_names) {
+  const std::string field = "'" + std::string{dlock::keys::handoff_field} + "'";
+  for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release}) {
+    const std::string text{s->text};
+    EXPECT_NE(text.find(field), std::string::npos) << s->name;
+    std::size_t at = 0, quoted = 0;
+    while ((at = text.find("'dlock:", at)) != std::string::npos) {
+      EXPECT_EQ(text.compare(at, field.size(), field), 0) << s->name << ": another dlock: field at " << at;
+      ++at;
+      ++quoted;
+    }
+    EXPECT_GT(quoted, 0u);
   }
 }
 
@@ -126,120 +145,104 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_EQ(acquire("C:1", "0").r.elements()[1].integer(), 9000000000000001);
 }
 
-// The waiter queue: a caller that finds the lock held enters it (score: when its entry goes
-// stale); a release pops the head and names it before its 0; a named caller that finds the lock
+// A lock, the keys its scripts touch beside it, and the mutex scripts called with the
+// arguments dlock's client sends (4 keys; a 5000 ms queue validity unless given).
+class lock_scripts : public testing::Test {
+ protected:
+  result acquire(const std::string& owner, const std::string& ticket, const char* named = "0",
+                 const char* valid_ms = "5000") {
+    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, k_.counter, k_.queue, k_.expiry},
+                {"30000", owner, "0", ticket, valid_ms, "1", named});
+  }
+  result release(const std::string& owner, const char* window) {
+    return eval(c_, dlock::scripts::mutex_release, {k_.name, k_.channel, k_.queue, k_.expiry},
+                {"0", "30000", owner, "1", window});
+  }
+  result leave(const std::string& ticket) {  // the release script's leave form
+    return eval(c_, dlock::scripts::mutex_release, {k_.name, k_.channel, k_.queue, k_.expiry},
+                {"0", "0", "", "0", "5000", ticket});
+  }
+
+  dlock::test::redis_server srv_;
+  dlock::client c_{dlock::config::from_uri(srv_.url())};
+  const std::string name = dlock::test::unique_name("lock");
+  const dlock::detail::lock_keys k_{name};
+  const std::string& queue = k_.queue;
+  const std::string& expiry = k_.expiry;
+};
+
+// The waiter queue: a caller that finds the lock held enters it (score: when it first
+// queued); a release pops the head and names it before its 0; a named caller that finds the lock
 // taken again goes back to the front; acquiring leaves the queue.
-TEST(scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto token = "redisson_lock_token:{" + name + "}";
-  const auto queue = "dlock_lock_waiters:{" + name + "}";
-  const auto expiry = "dlock_lock_waiter_expiry:{" + name + "}";
-  const auto channel = "redisson_lock__channel:{" + name + "}";
-  auto acquire = [&](const std::string& owner, const std::string& ticket, const char* named) {
-    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue, expiry},
-                {"30000", owner, "0", ticket, "5000", "1", named});
-  };
+TEST_F(lock_scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
   ASSERT_EQ(acquire("A:1", "", "0").r.elements().size(), 2u);
   EXPECT_EQ(acquire("B:1", "4294967297", "0").r.elements().size(), 1u) << "held: B queued";
   EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u) << "held: C queued";
-  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
-  EXPECT_GT(std::stoll(srv.command({"PTTL", queue}).substr(1)), 4000) << "the queue expires with its entries";
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "A:1", "1"}).r.integer(), 1);
-  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]") << "B was popped and named";
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
+  EXPECT_GT(std::stoll(srv_.command({"PTTL", queue}).substr(1)), 4000) << "the queue expires with its entries";
+  EXPECT_EQ(release("A:1", "0").r.integer(), 1);
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]") << "B was popped and named";
   // D barges in before B's attempt; B, named, finds it held and keeps its place ahead of C.
   ASSERT_EQ(acquire("D:1", "", "0").r.elements().size(), 2u);
   EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 1u);
-  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "D:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
+  EXPECT_EQ(release("D:1", "0").r.integer(), 1);
   EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 2u) << "B acquires";
-  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]");
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]");
   EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u);
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "B:1", "1"}).r.integer(), 1);
+  EXPECT_EQ(release("B:1", "0").r.integer(), 1);
   EXPECT_EQ(acquire("C:1", "4294967298", "1").r.elements().size(), 2u);
-  EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "the last waiter left: no key";
-  EXPECT_EQ(srv.command({"EXISTS", expiry}), ":0");
+  EXPECT_EQ(srv_.command({"EXISTS", queue}), ":0") << "the last waiter left: no key";
+  EXPECT_EQ(srv_.command({"EXISTS", expiry}), ":0");
 }
 
 // The queue is ordered by arrival, not by how long each waiter's entry stays valid (a waiter
 // with a short deadline does not overtake one that waits longer), later attempts keep a
 // waiter's place, and an unlock skips the entries of waiters that stopped renewing them.
-TEST(scripts, waiter_queue_serves_by_arrival_and_skips_stale_entries) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto token = "redisson_lock_token:{" + name + "}";
-  const auto queue = "dlock_lock_waiters:{" + name + "}";
-  const auto expiry = "dlock_lock_waiter_expiry:{" + name + "}";
-  const auto channel = "redisson_lock__channel:{" + name + "}";
-  auto acquire = [&](const std::string& owner, const std::string& ticket, const char* valid_ms) {
-    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue, expiry},
-                {"30000", owner, "0", ticket, valid_ms, "1", "0"});
-  };
+TEST_F(lock_scripts, waiter_queue_serves_by_arrival_and_skips_stale_entries) {
   auto named_by_release = [&](const std::string& owner) {
-    EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry},
-                   {"0", "30000", owner, "1", "5000"}).r.integer(), 1);
-    return srv.command({"HGET", name, "dlock:handoff"});
+    EXPECT_EQ(release(owner, "5000").r.integer(), 1);
+    return srv_.command({"HGET", name, "dlock:handoff"});
   };
-  ASSERT_EQ(acquire("A:1", "", "5000").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("A:1", "", "0", "5000").r.elements().size(), 2u);
   // Z queues first with a long validity, B later with a short one, D later still (arrival
   // order Z, B, D; by validity it would be B first). Z and B try again: they keep their places.
-  ASSERT_EQ(acquire("Z:1", "4294967299", "9000").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("Z:1", "4294967299", "0", "9000").r.elements().size(), 1u);
   std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(acquire("B:1", "4294967297", "1000").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("B:1", "4294967297", "0", "1000").r.elements().size(), 1u);
   std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(acquire("D:1", "4294967300", "40").r.elements().size(), 1u);
-  ASSERT_EQ(acquire("Z:1", "4294967299", "9000").r.elements().size(), 1u);
-  ASSERT_EQ(acquire("B:1", "4294967297", "1000").r.elements().size(), 1u);
-  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[4294967299, 4294967297, 4294967300]");
-  EXPECT_GT(std::stoll(srv.command({"PTTL", expiry}).substr(1)), 8000) << "as long as its longest entry";
+  ASSERT_EQ(acquire("D:1", "4294967300", "0", "40").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("Z:1", "4294967299", "0", "9000").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("B:1", "4294967297", "0", "1000").r.elements().size(), 1u);
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967299, 4294967297, 4294967300]");
+  EXPECT_GT(std::stoll(srv_.command({"PTTL", expiry}).substr(1)), 8000) << "as long as its longest entry";
 
   EXPECT_EQ(named_by_release("A:1"), "4294967299") << "the longest-waiting first";
-  ASSERT_EQ(acquire("Z:1", "4294967299", "9000").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("Z:1", "4294967299", "0", "9000").r.elements().size(), 2u);
   EXPECT_EQ(named_by_release("Z:1"), "4294967297");
-  ASSERT_EQ(acquire("B:1", "4294967297", "1000").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("B:1", "4294967297", "0", "1000").r.elements().size(), 2u);
   // D's entry was valid for 40 ms and D never came back: skipped, the lock is simply free.
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(named_by_release("B:1"), "$-1") << "no live waiter to keep it for";
-  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
-  EXPECT_EQ(srv.command({"ZCARD", queue}), ":0") << "the stale entry is gone";
-  EXPECT_EQ(srv.command({"HLEN", expiry}), ":0");
+  EXPECT_EQ(srv_.command({"EXISTS", name}), ":0");
+  EXPECT_EQ(srv_.command({"ZCARD", queue}), ":0") << "the stale entry is gone";
+  EXPECT_EQ(srv_.command({"HLEN", expiry}), ":0");
 
   // A stale entry ahead of a live one: skipped, the live one named.
-  ASSERT_EQ(acquire("A:1", "", "5000").r.elements().size(), 2u);
-  ASSERT_EQ(acquire("S:1", "4294967301", "40").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("A:1", "", "0", "5000").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("S:1", "4294967301", "0", "40").r.elements().size(), 1u);
   std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(acquire("L:1", "4294967302", "5000").r.elements().size(), 1u);
+  ASSERT_EQ(acquire("L:1", "4294967302", "0", "5000").r.elements().size(), 1u);
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(named_by_release("A:1"), "4294967302") << "the stale head skipped";
-  EXPECT_EQ(srv.command({"ZCARD", queue}), ":0");
+  EXPECT_EQ(srv_.command({"ZCARD", queue}), ":0");
 }
 
 // Hand-off (config::handoff_window): a release that names a waiter keeps the lock for it —
 // held to every other acquire, dlock's and Redisson's — until that waiter takes it, leaves
 // (passing it on to the next), or the window ends.
-TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto token = "redisson_lock_token:{" + name + "}";
-  const auto queue = "dlock_lock_waiters:{" + name + "}";
-  const auto expiry = "dlock_lock_waiter_expiry:{" + name + "}";
-  const auto channel = "redisson_lock__channel:{" + name + "}";
+TEST_F(lock_scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   const std::string b_ticket = "4294967297", c_ticket = "4294967298";
-  auto acquire = [&](const std::string& owner, const std::string& ticket, const char* named = "0") {
-    return eval(c, dlock::scripts::mutex_acquire, {name, token, queue, expiry},
-                {"30000", owner, "0", ticket, "5000", "1", named});
-  };
-  auto release = [&](const std::string& owner, const char* window) {
-    return eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry},
-                {"0", "30000", owner, "1", window});
-  };
-  auto leave = [&](const std::string& ticket) {
-    return eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry},
-                {"0", "0", "", "0", "5000", ticket});
-  };
   // Redisson's tryLockInnerAsync (tests/integration/redisson_client.py): nil when acquired.
   const std::string redisson_try =
       "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
@@ -254,46 +257,46 @@ TEST(scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   ASSERT_EQ(acquire("B:1", b_ticket).r.elements().size(), 1u);
   ASSERT_EQ(acquire("C:1", c_ticket).r.elements().size(), 1u);
   ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
-  EXPECT_EQ(srv.command({"HGETALL", name}), "[dlock:handoff, " + b_ticket + "]") << "kept for B";
-  const auto kept_pttl = std::stoll(srv.command({"PTTL", name}).substr(1));
+  EXPECT_EQ(srv_.command({"HGETALL", name}), "[dlock:handoff, " + b_ticket + "]") << "kept for B";
+  const auto kept_pttl = std::stoll(srv_.command({"PTTL", name}).substr(1));
   EXPECT_GT(kept_pttl, 4000);
   EXPECT_LE(kept_pttl, 5000) << "for the window, not a lease";
 
   EXPECT_TRUE(is_kept(acquire("D:1", ""))) << "a try without waiting does not take it";
   EXPECT_TRUE(is_kept(acquire("C:1", c_ticket))) << "nor does another waiter";
   EXPECT_TRUE(is_kept(acquire("C:1", c_ticket, "1"))) << "nor a waiter named by an earlier unlock";
-  auto redisson = c.execute({"EVAL", redisson_try, "1", name, "30000", "R:1"});
+  auto redisson = c_.execute({"EVAL", redisson_try, "1", name, "30000", "R:1"});
   EXPECT_TRUE(redisson.is_integer() && redisson.integer() > 0) << "Redisson sees it held";
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_release, {name, channel, queue, expiry}, {"0", "30000", "dlock:handoff", "1", "5000"}).r.is_nil(), true)
+  EXPECT_EQ(release("dlock:handoff", "5000").r.is_nil(), true)
       << "the reservation is no hold to release";
 
   auto b = acquire("B:1", b_ticket, "1");
   ASSERT_EQ(b.r.elements().size(), 2u) << "B takes what was kept for it";
-  EXPECT_EQ(srv.command({"HGETALL", name}), "[B:1, 1]") << "an ordinary hold, Redisson's layout";
-  EXPECT_GT(std::stoll(srv.command({"PTTL", name}).substr(1)), 29000) << "with B's lease";
-  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]");
+  EXPECT_EQ(srv_.command({"HGETALL", name}), "[B:1, 1]") << "an ordinary hold, Redisson's layout";
+  EXPECT_GT(std::stoll(srv_.command({"PTTL", name}).substr(1)), 29000) << "with B's lease";
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]");
 
   // C is named next, but leaves: what was kept for C is passed on (nobody else waits: freed).
   ASSERT_EQ(acquire("E:1", "4294967299").r.elements().size(), 1u);
   ASSERT_EQ(release("B:1", "5000").r.integer(), 1);
-  EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket);
+  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), c_ticket);
   EXPECT_TRUE(leave("4294967299").r.is_nil()) << "E leaves: nothing kept for it";
-  EXPECT_EQ(srv.command({"ZCARD", queue}), ":0");
-  EXPECT_EQ(srv.command({"HLEN", expiry}), ":0");
-  EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), c_ticket) << "untouched";
+  EXPECT_EQ(srv_.command({"ZCARD", queue}), ":0");
+  EXPECT_EQ(srv_.command({"HLEN", expiry}), ":0");
+  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), c_ticket) << "untouched";
   // F queues; C, named, leaves instead of taking it: passed on to F.
   ASSERT_EQ(acquire("F:1", "4294967303").r.elements().size(), 1u);
   EXPECT_EQ(leave(c_ticket).r.integer(), 1) << "C leaves and passes it on";
-  EXPECT_EQ(srv.command({"HGET", name, "dlock:handoff"}), "4294967303") << "kept for F now";
+  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), "4294967303") << "kept for F now";
   EXPECT_EQ(acquire("F:1", "4294967303", "1").r.elements().size(), 2u) << "F takes it";
   ASSERT_EQ(release("F:1", "5000").r.integer(), 1);
-  EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "nobody left to keep it for: free";
+  EXPECT_EQ(srv_.command({"EXISTS", name}), ":0") << "nobody left to keep it for: free";
   EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u);
 
   // Window 0: no hand-off, the lock is free at once (the behaviour before hand-offs).
   ASSERT_EQ(acquire("F:1", "4294967300").r.elements().size(), 1u);
   ASSERT_EQ(release("D:1", "0").r.integer(), 1);
-  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+  EXPECT_EQ(srv_.command({"EXISTS", name}), ":0");
   EXPECT_EQ(acquire("G:1", "").r.elements().size(), 2u) << "anyone may take it";
 
   // A waiter that never comes holds the others up for the window only.
