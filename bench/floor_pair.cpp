@@ -77,17 +77,19 @@ int main(int argc, char** argv) {
     const std::string token_key = dlock::keys::fencing_counter(name);
     const std::string channel = dlock::keys::lock_channel(name);
     const std::string queue = dlock::keys::waiter_queue(name), expiry = dlock::keys::waiter_expiry(name);
-    // The arguments dlock's lock() sends: a waiter ticket and its queue entry's validity.
+    // The arguments dlock's lock() sends: a waiter ticket, its queue entry's validity and the
+    // client id (the waiter's channel).
     const std::string ticket = "8589934593", valid_ms = "4000";
+    const std::string client_id = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c";
     // An owner field of the length dlock writes: <client uuid>:<thread number>.
-    const std::string owner = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:1";
+    const std::string owner = client_id + ":1";
     const std::string lease = "30000";
     load(c, dlock::scripts::mutex_acquire);
     load(c, dlock::scripts::mutex_release);
 
     const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
                                            "4", name, token_key, queue, expiry, lease, owner, "0",
-                                           ticket, valid_ms, "1", "0"};
+                                           ticket, valid_ms, "1", "0", client_id};
     const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
                                            "4", name, channel, queue, expiry, "0", lease, owner, "1",
                                            "100"};

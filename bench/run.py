@@ -35,7 +35,8 @@ import redis
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LUA = os.path.join(ROOT, "src", "scripts", "lua")
-OWNER = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:1"  # as long as a dlock owner field
+CLIENT_ID = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c"  # as a dlock client id
+OWNER = CLIENT_ID + ":1"  # as long as a dlock owner field
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 # Commands each system's Lua scripts run inside Redis: INFO commandstats counts them too, but
@@ -260,7 +261,7 @@ class Runner:
             "EVALSHA", shas["mutex_acquire"], "4", "bench:floor:lock:__rand_int__",
             "bench:floor:token:__rand_int__", "bench:floor:queue:__rand_int__",
             "bench:floor:expiry:__rand_int__", "30000", OWNER, "0",
-            "8589934593", "4000", "1", "0"])
+            "8589934593", "4000", "1", "0", CLIENT_ID])
         acq_rps = list(acq.values())[0]["rps"]
         self.flush()
         self.r.eval("for i = 0, tonumber(ARGV[1]) - 1 do "

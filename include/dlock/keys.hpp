@@ -39,10 +39,19 @@ inline std::string fencing_counter(std::string_view name) {
 // Redisson never reads it. Exists only while dlock clients wait on the lock.
 inline std::string waiter_queue(std::string_view name) { return prefixed("dlock_lock_waiters", name); }
 
-// When each queued waiter's entry goes stale (a hash: ticket -> server ms), renewed by its
-// every attempt: an unlock skips the entries of waiters that died instead of naming them.
+// When each queued waiter's entry goes stale and which client it belongs to (a hash: ticket ->
+// '<server ms> <client id>'), renewed by its every attempt: an unlock skips the entries of
+// waiters that died instead of naming them, and names a live one on its client's channel.
 inline std::string waiter_expiry(std::string_view name) {
   return prefixed("dlock_lock_waiter_expiry", name);
+}
+
+// The channel on which an unlock names one of this client's queued waiters (its ticket) or
+// tells it to stand by ('-' and its ticket): one per client, whatever the lock, so that an
+// unlock wakes the one process it names instead of every process waiting on the lock. dlock
+// only; an ACL user needs `&dlock_waiter__channel:*` beside `&redisson_lock__channel:*`.
+inline std::string waiter_channel(std::string_view client_id) {
+  return "dlock_waiter__channel:" + std::string{client_id};
 }
 
 // The field of the lock hash that reserves a free lock for one waiter for a moment: an unlock

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dlock/error.hpp"
+#include "dlock/keys.hpp"
 #include "resp/encoder.hpp"
 #include "transport/tls.hpp"
 
@@ -57,8 +58,10 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
              "SUBSCRIBE refused (" + why.message() +
                  "): waiters cannot be woken by unlock messages and re-check every " +
                  std::to_string(cfg_.wait_recheck.count()) +
-                 " ms instead; grant the user the redisson_lock__channel:* channels");
-      });
+                 " ms instead; grant the user the redisson_lock__channel:* and "
+                 "dlock_waiter__channel:* channels");
+      },
+      keys::waiter_channel(id_));
   if (ec) {
     conn_->stop();  // every call completes with shutdown; see submit() for the init error
     sub_->stop();

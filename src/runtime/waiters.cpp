@@ -35,6 +35,11 @@ std::uint64_t waiter_registry::parse_standby(std::string_view payload) {
 }
 
 void waiter_registry::add(const std::string& channel, waiter* w) {
+  if (!own_channel_.empty() && !own_subscribed_) {
+    // Before the lock's channel, on the same connection: confirmed first.
+    own_subscribed_ = true;
+    subscribe_(own_channel_, [this](const transport::pubsub_event& ev) { on_own_event(ev); });
+  }
   auto [it, fresh] = channels_.try_emplace(channel);
   it->second.waiters.push_back(w);
   if (auto early = std::find(named_early_.begin(), named_early_.end(), w->ticket);
@@ -93,8 +98,7 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
           // Ours, but not registered: its waiter left (its leave passes a hand-off on; with
           // no hand-off the lock is free, so wake another), or has not registered yet (the
           // reply that queued it is still on its way): add() will wake it.
-          named_early_.push_back(t);
-          if (named_early_.size() > 64) named_early_.pop_front();
+          named_early(t);
           wake_one(e);
         }
       } else {
@@ -107,15 +111,71 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
       it->second.announced = false;
       wake_all(channel);
       return;
-    case type::failed: {
-      ++refused_;  // the waiters' own re-check timers carry on
-      if (on_refused_) on_refused_(ev.ec);
-      // Out of the queue: an unlock must not name a waiter no message can reach.
-      std::vector<waiter*> snapshot{it->second.waiters.begin(), it->second.waiters.end()};
-      for (auto* w : snapshot) w->channel_refused();
-      return;
-    }
+    case type::failed:
+      return refuse(ev.ec, {channel});
   }
+}
+
+void waiter_registry::on_own_event(const transport::pubsub_event& ev) {
+  using type = transport::pubsub_event::type;
+  switch (ev.what) {
+    case type::message:
+      if (const auto sb = parse_standby(ev.payload)) {
+        if (auto* w = ours(sb)) w->stand_by();
+      } else if (const auto t = parse_ticket(ev.payload)) {
+        // No `0` follows (the lock is kept for the named waiter): nothing to skip. A waiter
+        // that left passed the hand-off on with its leave; with no hand-off kept, the unlock
+        // published `0` on the lock's channel as well.
+        if (auto* w = ours(t)) {
+          wake(w);
+        } else {
+          named_early(t);
+        }
+      }
+      return;
+    case type::subscribed:
+      // Sent before the channel of every lock waited on now, on the same connection: those
+      // channels' confirmations, which come after this one, wake their waiters.
+      return;
+    case type::resubscribed:
+      // A new connection: names may have been missed, and the locks' channels may have been
+      // confirmed before this one.
+      for (const auto& channel : channel_names()) wake_all(channel);
+      return;
+    case type::failed:
+      return refuse(ev.ec, channel_names());  // nobody of this client can be named
+  }
+}
+
+void waiter_registry::refuse(std::error_code why, const std::vector<std::string>& channels) {
+  ++refused_;  // the waiters' own re-check timers carry on
+  if (on_refused_) on_refused_(why);
+  // Out of the queue: an unlock must not name a waiter no message can reach.
+  for (const auto& channel : channels) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) continue;
+    std::vector<waiter*> snapshot{it->second.waiters.begin(), it->second.waiters.end()};
+    for (auto* w : snapshot) w->channel_refused();
+  }
+}
+
+void waiter_registry::named_early(std::uint64_t ticket) {
+  named_early_.push_back(ticket);
+  if (named_early_.size() > 64) named_early_.pop_front();
+}
+
+std::vector<std::string> waiter_registry::channel_names() const {
+  std::vector<std::string> names;
+  names.reserve(channels_.size());
+  for (const auto& [name, e] : channels_) names.push_back(name);
+  return names;
+}
+
+waiter* waiter_registry::ours(std::uint64_t ticket) const {
+  for (const auto& [name, e] : channels_) {
+    if (auto* w = ours(e, ticket)) return w;
+  }
+  return nullptr;
 }
 
 waiter* waiter_registry::ours(const entry& e, std::uint64_t ticket) const {

@@ -1,19 +1,26 @@
 // Who waits for which lock in this client, and waking them on pub/sub messages. Strand only.
 //
 // The first waiter on a channel subscribes it (through the subscriber); the last one to leave
-// unsubscribes. Waiters of one name share the subscription.
+// unsubscribes. Waiters of one name share the subscription. The first waiter of all also
+// subscribes the client's own channel (keys::waiter_channel), first, on the same connection,
+// so it is confirmed before the lock's; it stays subscribed while the client lives.
+//
+// Messages on the client's own channel (dlock's unlock names the head of a lock's waiter queue,
+// keys::waiter_queue, there, and keeps the lock for it: nobody else is woken):
+// - a waiter ticket (a decimal number >= 2^32): wakes exactly that waiter (if it has not
+//   registered yet, add() wakes it);
+// - `-` and a ticket: the next in line behind such a hand-off stands by, re-checking when the
+//   hand-off's window ends (in case the named waiter never comes).
+// Its (re)subscription wakes every waiter of the client (a name may have been missed); its
+// refusal takes them all out of the queues (channel_refused).
 //
 // Messages on a lock's channel:
-// - a waiter ticket (a decimal number >= 2^32): dlock's unlock names the head of the lock's
-//   waiter queue (keys::waiter_queue) before it publishes `0`. The client whose waiter holds
-//   that ticket wakes exactly that waiter (or, if it has gone, passes the wake-up to another of
-//   its waiters); every client then skips the `0` that follows, so one unlock wakes one waiter
-//   across all processes instead of one per process.
-// - `0` not announced by a ticket (Redisson's unlock, or an empty queue): wakes one waiter —
-//   the longest-waiting one that is not already re-checking; if all are, the first is told to
+// - `0` (Redisson's unlock, or dlock's with nobody queued): wakes one waiter — the
+//   longest-waiting one that is not already re-checking; if all are, the first is told to
 //   re-check again when its attempt fails, so the wake-up is never swallowed.
-// - `-` and a ticket (between a ticket and its `0`, when the unlock kept the lock for the
-//   named waiter): the next in line stands by, re-checking when the hand-off's window ends.
+// - a ticket, and `-` and a ticket, published by dlocks before the client's own channel, which
+//   name every queued waiter there and then publish `0`: as on the own channel, and the `0`
+//   that follows a ticket is skipped (its wake-up went to the named waiter).
 // - `1` wakes all. A (re)subscription wakes all: messages may have been missed.
 // Waiters also re-check on their own timers, so a lost message costs latency, never a hang.
 #pragma once
@@ -25,6 +32,7 @@
 #include <list>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "transport/subscriptions.hpp"
 
@@ -54,10 +62,14 @@ class waiter_registry {
   using unsubscribe_fn = std::function<void(transport::listener_id)>;
   using refused_fn = std::function<void(std::error_code)>;  // a subscription was refused
 
-  waiter_registry(subscribe_fn subscribe, unsubscribe_fn unsubscribe, refused_fn refused = {})
+  // `own_channel`: this client's keys::waiter_channel (empty: none, tickets come on the lock
+  // channels only).
+  waiter_registry(subscribe_fn subscribe, unsubscribe_fn unsubscribe, refused_fn refused = {},
+                  std::string own_channel = {})
       : subscribe_{std::move(subscribe)},
         unsubscribe_{std::move(unsubscribe)},
         on_refused_{std::move(refused)},
+        own_channel_{std::move(own_channel)},
         tag_{random_tag()},
         next_{random_tag()} {}
 
@@ -79,6 +91,8 @@ class waiter_registry {
 
   // A pub/sub event for `channel` (called by the subscription's listener).
   void on_event(const std::string& channel, const transport::pubsub_event& ev);
+  // A pub/sub event on the client's own channel.
+  void on_own_event(const transport::pubsub_event& ev);
 
   // Channels with waiters (thread-safe; for tests and metrics).
   std::size_t channels() const noexcept { return channel_count_.load(); }
@@ -95,13 +109,22 @@ class waiter_registry {
   void wake_one(entry& e);
   // This client's registered waiter holding `ticket`, or null.
   waiter* ours(const entry& e, std::uint64_t ticket) const;
+  // ... of any lock.
+  waiter* ours(std::uint64_t ticket) const;
+  // A ticket of ours named before its waiter registered: add() wakes it.
+  void named_early(std::uint64_t ticket);
   static void wake(waiter* w);
   void wake_all(const std::string& channel);
+  std::vector<std::string> channel_names() const;
+  // A subscription was refused: counted, reported, and the waiters of `channels` leave the queue.
+  void refuse(std::error_code why, const std::vector<std::string>& channels);
   static std::uint32_t random_tag();
 
   subscribe_fn subscribe_;
   unsubscribe_fn unsubscribe_;
   refused_fn on_refused_;
+  const std::string own_channel_;
+  bool own_subscribed_ = false;  // own_channel_'s subscription was made (kept while the client lives)
   std::unordered_map<std::string, entry> channels_;
   // Tickets of this client an unlock named before their waiter registered (the name can
   // arrive on the subscriber connection before the reply that queued the waiter): add() gives

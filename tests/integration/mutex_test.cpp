@@ -462,12 +462,16 @@ TEST(mutex, waits_by_rechecks_when_channels_are_denied) {
 
 // A client without channel rights cannot be woken by name, so it stays out of the waiter
 // queue: an unlock names the next waiter that can be woken instead of keeping the lock for one
-// that would only come at its next re-check.
-TEST(mutex, a_waiter_without_channel_rights_stays_out_of_the_queue) {
+// that would only come at its next re-check. Rights to Redisson's channels alone are not
+// enough: a waiter is named on its client's dlock_waiter__channel.
+class mutex_channel_rights : public testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(acl, mutex_channel_rights,
+                         testing::Values("resetchannels", "resetchannels &redisson_lock__channel:*"));
+
+TEST_P(mutex_channel_rights, a_waiter_without_them_stays_out_of_the_queue) {
   dlock::test::redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >pw ~* resetchannels +@all\n";
+  o.acl_file_contents = std::string{"user default on nopass ~* &* +@all\n"} + "user app on >pw ~* " +
+                        GetParam() + " +@all\n";
   dlock::test::redis_server srv{o};
   const auto port = std::to_string(srv.port());
   auto denied_cfg = dlock::config::from_uri("redis://app:pw@127.0.0.1:" + port + "?recheck=2s");

@@ -307,6 +307,66 @@ TEST_F(lock_scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
   EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u) << "the window ended";
 }
 
+// An unlock names the waiter it keeps the lock for on that waiter's own client channel
+// (keys::waiter_channel, from the id its acquire recorded): one process hears it, and no `0`
+// follows on the lock's channel (the lock is kept: nobody else could take it). The next in
+// line hears its stand-by on its own channel too. Without a hand-off (window 0) the lock is
+// free, so `0` follows. An entry without a client id (a dlock from before the channel) is named
+// on the lock's channel, followed by `0`, as then.
+TEST_F(lock_scripts, an_unlock_names_a_waiter_on_its_own_clients_channel_only) {
+  struct heard {
+    std::string channel, payload;
+  };
+  dlock::test::recorder<heard> rec;
+  const std::string x = "client-x", y = "client-y";
+  const auto x_channel = dlock::keys::waiter_channel(x), y_channel = dlock::keys::waiter_channel(y);
+  auto& sub = c_.impl().subscriber();
+  for (const auto& ch : {x_channel, y_channel, k_.channel}) {
+    sub.listen(ch, [&rec](const dlock::transport::pubsub_event& ev) {
+      if (ev.what == dlock::transport::pubsub_event::type::message) {
+        rec.push({std::string(ev.channel), std::string(ev.payload)});
+      }
+    });
+  }
+  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, k_.channel) == 1 &&
+                                                   dlock::test::numsub(srv_, x_channel) == 1 &&
+                                                   dlock::test::numsub(srv_, y_channel) == 1; }, 5s));
+  auto acquire_by = [&](const std::string& client, const std::string& owner, const std::string& ticket) {
+    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, k_.counter, k_.queue, k_.expiry},
+                {"30000", owner, "0", ticket, "5000", "1", "0", client});
+  };
+  auto heard_after = [&](std::size_t before, std::size_t n) {
+    EXPECT_TRUE(rec.wait_for(5s, [&](auto& v) { return v.size() >= before + n; }));
+    std::this_thread::sleep_for(50ms);  // and nothing more
+    auto all = rec.items();
+    std::string out;
+    for (auto i = before; i < all.size(); ++i) out += all[i].channel + "=" + all[i].payload + " ";
+    return out;
+  };
+  const std::string b_ticket = "4294967297", c_ticket = "4294967298", d_ticket = "4294967299";
+
+  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
+  ASSERT_EQ(acquire_by(x, "B:1", b_ticket).r.elements().size(), 1u);
+  ASSERT_EQ(acquire_by(y, "C:1", c_ticket).r.elements().size(), 1u);
+  EXPECT_EQ(srv_.command({"HGET", expiry, b_ticket}).find(" client-x"), 13u) << "'<ms> <client id>'";
+  ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
+  EXPECT_EQ(heard_after(0, 2), x_channel + "=" + b_ticket + " " + y_channel + "=-" + c_ticket + " ")
+      << "B named on X's channel, C stands by on Y's; nothing on the lock's channel";
+
+  ASSERT_EQ(acquire_by(x, "B:1", b_ticket).r.elements().size(), 2u);
+  ASSERT_EQ(release("B:1", "0").r.integer(), 1);
+  EXPECT_EQ(heard_after(2, 2), y_channel + "=" + c_ticket + " " + k_.channel + "=0 ")
+      << "no hand-off kept: C named, and the lock is free to everyone";
+
+  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
+  ASSERT_EQ(acquire("D:1", d_ticket).r.elements().size(), 1u) << "queued without a client id";
+  ASSERT_EQ(acquire_by(y, "C:1", c_ticket).r.elements().size(), 1u);
+  ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
+  EXPECT_EQ(heard_after(4, 3), k_.channel + "=" + d_ticket + " " + y_channel + "=-" + c_ticket + " " +
+                                   k_.channel + "=0 ")
+      << "D named on the lock's channel and the 0 that such clients skip follows";
+}
+
 TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {
   dlock::test::redis_server srv;
   dlock::client c{dlock::config::from_uri(srv.url())};

@@ -33,7 +33,7 @@ struct fake_subscriber {
   std::map<listener_id, std::pair<std::string, pubsub_listener>> live;
   listener_id next_id = 100;
 
-  waiter_registry make_registry() {
+  waiter_registry make_registry(std::string own_channel = {}) {
     return waiter_registry{[this](const std::string& channel, pubsub_listener fn) {
                              const listener_id id = next_id++;
                              subscribed.push_back(channel);
@@ -44,7 +44,9 @@ struct fake_subscriber {
                            [this](listener_id id) {
                              unsubscribed.push_back(id);
                              live.erase(id);
-                           }};
+                           },
+                           {},
+                           std::move(own_channel)};
   }
 
   // The listener currently subscribed on `channel`, or null.
@@ -415,6 +417,70 @@ TEST(waiters, failed_subscription_counts_as_refused_and_wakes_none) {
   EXPECT_TRUE(sub.unsubscribed.empty());
   EXPECT_EQ(w1.refusals, 1);
   EXPECT_EQ(w2.refusals, 1);
+}
+
+// The client's own channel (keys::waiter_channel): subscribed with the first waiter, before the
+// lock's channel, and kept; a ticket on it wakes exactly its waiter whatever the lock, with no
+// `0` to skip; a stand-by reaches its waiter; its (re)subscription wakes every waiter; its
+// refusal takes every waiter out of the queue.
+const std::string own = "dlock_waiter__channel:me";
+
+TEST(waiters, the_own_channel_is_subscribed_first_and_kept) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry(own);
+  fake_waiter w1, w2;
+  reg.add(chan_a, &w1);
+  reg.add(chan_b, &w2);
+  EXPECT_EQ(sub.subscribed, (std::vector<std::string>{own, chan_a, chan_b}));
+  reg.remove(chan_a, &w1);
+  reg.remove(chan_b, &w2);
+  reg.add(chan_a, &w1);
+  EXPECT_EQ(sub.subscribed, (std::vector<std::string>{own, chan_a, chan_b, chan_a})) << "once per client";
+  EXPECT_NE(sub.listener_of(own), nullptr) << "still subscribed";
+  EXPECT_EQ(reg.channels(), 1u) << "not counted among the locks' channels";
+}
+
+TEST(waiters, a_ticket_on_the_own_channel_wakes_its_waiter_on_any_lock) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry(own);
+  fake_waiter a1, a2, b1;
+  for (auto* w : {&a1, &a2, &b1}) w->ticket = reg.make_ticket();
+  reg.add(chan_a, &a1);
+  reg.add(chan_a, &a2);
+  reg.add(chan_b, &b1);
+  ASSERT_TRUE(sub.message(own, waiter_registry::ticket_text(b1.ticket)));
+  EXPECT_EQ(b1.wakes, 1);
+  EXPECT_TRUE(b1.named);
+  EXPECT_EQ(a1.wakes + a2.wakes, 0);
+  ASSERT_TRUE(sub.message(own, "-" + waiter_registry::ticket_text(a2.ticket)));
+  EXPECT_EQ(a2.standbys, 1);
+  EXPECT_EQ(a1.standbys + b1.standbys, 0);
+  // No `0` follows a ticket on the own channel: Redisson's next unlock wakes a waiter at once.
+  ASSERT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(a1.wakes, 1);
+  // A ticket of ours not registered yet (its queueing reply is still on the way): add() wakes it.
+  fake_waiter late;
+  late.ticket = reg.make_ticket();
+  ASSERT_TRUE(sub.message(own, waiter_registry::ticket_text(late.ticket)));
+  EXPECT_EQ(a1.wakes + a2.wakes + b1.wakes, 2) << "nobody else woken";
+  reg.add(chan_b, &late);
+  EXPECT_TRUE(late.named);
+  EXPECT_TRUE(late.wake_pending);
+}
+
+TEST(waiters, the_own_channels_subscription_wakes_everyone_and_its_refusal_unqueues_everyone) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry(own);
+  fake_waiter a1, b1;
+  reg.add(chan_a, &a1);
+  reg.add(chan_b, &b1);
+  ASSERT_TRUE(sub.publish(own, type::resubscribed));
+  EXPECT_EQ(a1.wakes, 1);
+  EXPECT_EQ(b1.wakes, 1);
+  ASSERT_TRUE(sub.publish(own, type::failed));
+  EXPECT_EQ(reg.refused(), 1u);
+  EXPECT_EQ(a1.refusals, 1);
+  EXPECT_EQ(b1.refusals, 1);
 }
 
 TEST(waiters, events_for_channels_without_waiters_are_ignored) {

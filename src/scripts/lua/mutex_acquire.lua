@@ -9,7 +9,10 @@
 -- (KEYS[3], KEYS[4], ARGV[4] and ARGV[5] may be left out together: no queue),
 -- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0),
 -- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
--- queue); if it finds the lock taken after all, it goes back to the front, not the back
+-- queue); if it finds the lock taken after all, it goes back to the front, not the back,
+-- ARGV[8] the caller's client id: an unlock that names this waiter publishes its ticket on
+-- dlock_waiter__channel:<id>, which only that client listens to (absent: on KEYS[1]'s Redisson
+-- channel, as dlock did before; mutex_release.lua)
 -- Returns {0, token} when the caller holds the lock (token: the counter, advanced on a first
 -- acquisition only), {pttl} when another owner holds it, {-1} when the lock is kept for
 -- another waiter (a hand-off, below: wait to be woken), or {-1, count} when the owner's field
@@ -30,7 +33,7 @@
 -- The waiter queue (a dlock addition, invisible to Redisson): a caller that finds the lock held
 -- and will wait is entered in KEYS[3] scored by when it first arrived (server µs; later attempts
 -- keep that place), and KEYS[4] records when its entry goes stale (server time + ARGV[5],
--- renewed by every attempt), so that an unlock can name exactly one live waiter to wake, the
+-- renewed by every attempt) and the client to tell ('<ms> <client id>'), so that an unlock can name exactly one live waiter to wake, the
 -- longest waiting (mutex_release.lua); it leaves the queue when it acquires.
 local field = redis.call('hget', KEYS[1], ARGV[2]) or '0'
 if not string.match(field, '^%d+$') or #field > 9 then
@@ -83,7 +86,9 @@ if busy then
     end
     if type(placed) == 'number' then
       outlive(KEYS[3])
-      if KEYS[4] and type(redis.pcall('hset', KEYS[4], ticket, now_ms + ttl)) == 'number' then
+      local entry = string.format('%.0f', now_ms + ttl)
+      if ARGV[8] and ARGV[8] ~= '' then entry = entry .. ' ' .. ARGV[8] end
+      if KEYS[4] and type(redis.pcall('hset', KEYS[4], ticket, entry)) == 'number' then
         outlive(KEYS[4])
       end
     end

@@ -8,7 +8,7 @@
 -- queue, and a hand-off kept for it, which it will not take, is passed on as an unlock would.
 -- Returns nil when ARGV[3] does not hold the lock (nothing changes), 0 when the count went down
 -- and the lock is still held (lease reset to ARGV[2]), 1 when the lock was released (key
--- deleted, ARGV[1] published), -1 when the count is already ARGV[4] - 1: a resent release that
+-- deleted; a waiter named, or ARGV[1] published: below), -1 when the count is already ARGV[4] - 1: a resent release that
 -- was applied, so it is not applied twice. A leaving waiter gets 1 when it passed a hand-off
 -- on, nil otherwise.
 if ARGV[6] then
@@ -35,14 +35,31 @@ end
 -- maxmemory with noeviction Redis refuses HINCRBY but not DEL, so a holder can still release.
 redis.call('del', KEYS[1])
 -- Wake one dlock waiter across all processes: the queue's head — the longest-waiting entry
--- that is not stale (stale ones, of waiters that died, are dropped on the way) — is named on
--- the channel first, as its ticket: a number other than 0 and 1, which Redisson's
--- LockPubSub ignores. The named waiter's client wakes it, and every dlock client skips the '0'
--- that follows; Redisson's waiters wake on that '0' as always.
+-- that is not stale (stale ones, of waiters that died, are dropped on the way) — is named by
+-- its ticket on its own client's channel, dlock_waiter__channel:<client id> (KEYS[4] records
+-- the id with the entry): one message to one process, where the Redisson channel would wake
+-- every process that waits on this lock. The lock is then kept for the named waiter (below),
+-- so no '0' follows: a waiter woken by it, Redisson's too, would only find the lock held.
+-- An entry without a client id (a dlock from before this channel) is named on the Redisson
+-- channel, followed by the '0' that those clients skip.
 -- pcall: an ACL user without channel rights (Redis 7's default) may not publish; the lock is
 -- released all the same and waiters find out by their re-checks.
 -- The queue's commands are pcalls: a queue key of another type never fails a release that has
 -- already deleted the lock (waiters then find out by their re-checks).
+-- A queue entry's record '<stale-at ms> <client id>' (the id absent for older dlocks): the
+-- stale-at time and id, or a third result true when it cannot be read.
+local function entry_of(ticket)
+  if not KEYS[4] then return nil end
+  local v = redis.pcall('hget', KEYS[4], ticket)
+  if type(v) == 'table' and v.err then return nil, nil, true end
+  local ms, id = string.match(v or '', '^(%d+) ?(%S*)$')
+  if id == '' then id = nil end
+  return tonumber(ms), id, false
+end
+local function channel_of(id)
+  if id then return 'dlock_waiter__channel:' .. id end
+  return KEYS[2]
+end
 local function live_head()
   local now = redis.call('time')
   local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
@@ -50,15 +67,15 @@ local function live_head()
     local head = redis.pcall('zpopmin', KEYS[3])
     if type(head) ~= 'table' or not head[1] or head.err then return nil end
     if not KEYS[4] then return head[1] end
-    local expiry = redis.pcall('hget', KEYS[4], head[1])
+    local stale_at, id, unknown = entry_of(head[1])
+    if unknown then return head[1] end  -- cannot tell: live
     redis.pcall('hdel', KEYS[4], head[1])
-    if type(expiry) == 'table' and expiry.err then return head[1] end  -- cannot tell: live
-    if expiry and tonumber(expiry) and tonumber(expiry) > now_ms then return head[1] end
+    if stale_at and stale_at > now_ms then return head[1], id end
   end
   return nil
 end
 if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
-  local head = live_head()
+  local head, id = live_head()
   if head then
     -- Hand-off: keep the lock for the named waiter for a moment (mutex_acquire.lua), so that
     -- nobody takes it between this unlock and that waiter's acquire. HSET may be refused (over
@@ -69,13 +86,18 @@ if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
       kept = type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
       if not kept then redis.call('del', KEYS[1]) end
     end
-    redis.pcall('publish', KEYS[2], head)
+    redis.pcall('publish', channel_of(id), head)
     if kept then
-      -- The next in line stands by: '-' and its ticket (a negative number, which Redisson's
-      -- LockPubSub ignores too). Its client re-checks when the window has passed, so a named
-      -- waiter that died costs the queue the window, not a whole re-check interval.
+      -- The next in line stands by: '-' and its ticket (on the Redisson channel a negative
+      -- number, which Redisson's LockPubSub ignores too). Its client re-checks when the window
+      -- has passed, so a named waiter that died costs the queue the window, not a whole
+      -- re-check interval.
       local nxt = redis.pcall('zrange', KEYS[3], 0, 0)
-      if type(nxt) == 'table' and nxt[1] then redis.pcall('publish', KEYS[2], '-' .. nxt[1]) end
+      if type(nxt) == 'table' and nxt[1] then
+        local _, nid = entry_of(nxt[1])
+        redis.pcall('publish', channel_of(nid), '-' .. nxt[1])
+      end
+      if id then return 1 end
     end
   end
 end
