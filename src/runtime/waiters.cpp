@@ -134,12 +134,11 @@ void waiter_registry::on_own_event(const transport::pubsub_event& ev) {
       }
       return;
     case type::subscribed:
-      // Sent before the channel of every lock waited on now, on the same connection: those
-      // channels' confirmations, which come after this one, wake their waiters.
-      return;
     case type::resubscribed:
-      // A new connection: names may have been missed, and the locks' channels may have been
-      // confirmed before this one.
+      // A name may have been missed before (an unlock that found nobody listening here names
+      // the waiter on its lock's channel as well), and a lock's channel confirmed earlier
+      // (after a reconnect each is confirmed on its own) has already sent its waiters to
+      // re-check. Costs one attempt per waiter, once per connection.
       for (const auto& channel : channel_names()) wake_all(channel);
       return;
     case type::failed:

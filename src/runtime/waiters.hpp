@@ -12,15 +12,17 @@
 // - `-` and a ticket: the next in line behind such a hand-off stands by, re-checking when the
 //   hand-off's window ends (in case the named waiter never comes).
 // Its (re)subscription wakes every waiter of the client (a name may have been missed); its
-// refusal takes them all out of the queues (channel_refused).
+// refusal takes them all out of the queues (channel_refused). An unlock that finds nobody
+// listening on the waiter channel names the waiter on the lock's channel instead (below).
 //
 // Messages on a lock's channel:
 // - `0` (Redisson's unlock, or dlock's with nobody queued): wakes one waiter — the
 //   longest-waiting one that is not already re-checking; if all are, the first is told to
 //   re-check again when its attempt fails, so the wake-up is never swallowed.
-// - a ticket, and `-` and a ticket, published by dlocks before the client's own channel, which
-//   name every queued waiter there and then publish `0`: as on the own channel, and the `0`
-//   that follows a ticket is skipped (its wake-up went to the named waiter).
+// - a ticket, and `-` and a ticket: an unlock that kept nothing for the named waiter (the lock
+//   is free), found nobody listening on its client's channel, or came from a dlock before the
+//   waiter channel names it here, then publishes `0`: as on the own channel, and the `0` that
+//   follows a ticket is skipped (its wake-up went to the named waiter).
 // - `1` wakes all. A (re)subscription wakes all: messages may have been missed.
 // Waiters also re-check on their own timers, so a lost message costs latency, never a hang.
 #pragma once

@@ -55,10 +55,11 @@ void subscriptions::ping_command(std::string& out, clock::time_point deadline) {
 }
 
 void subscriptions::resubscribe_all(std::string& out, clock::time_point deadline) {
-  std::vector<std::string> names[2];
-  for (auto& [k, t] : topics_) names[k.first == kind::channel ? 0 : 1].push_back(k.second);
-  if (!names[0].empty()) subscribe_command(out, kind::channel, names[0], deadline);
-  if (!names[1].empty()) subscribe_command(out, kind::pattern, names[1], deadline);
+  // One command per topic (written at once all the same): Redis refuses a whole SUBSCRIBE with
+  // NOPERM when the user may not have one of its channels, so one refused channel (say, a
+  // user granted Redisson's lock channels but not dlock's waiter channels) must not take the
+  // others down with it.
+  for (auto& [k, t] : topics_) subscribe_command(out, k.first, {k.second}, deadline);
 }
 
 void subscriptions::on_disconnect() {

@@ -502,6 +502,39 @@ TEST_P(mutex_channel_rights, a_waiter_without_them_stays_out_of_the_queue) {
   EXPECT_TRUE(waiting_denied.get()) << "the refused waiter gets it by its re-checks";
 }
 
+// A releasing user may lack the right to publish on dlock's waiter channels (granted Redisson's
+// lock channels only): the unlock, finding nobody to hear it there, names the waiter on the
+// lock's channel, where its client listens too — woken at once, not at its re-check (20 s).
+TEST(mutex, an_unlocker_without_waiter_channel_rights_still_wakes_the_named_waiter) {
+  dlock::test::redis_server_options o;
+  o.acl_file_contents =
+      "user default on nopass ~* &* +@all\n"
+      "user app on >pw ~* resetchannels &redisson_lock__channel:* +@all\n";
+  dlock::test::redis_server srv{o};
+  const auto port = std::to_string(srv.port());
+  dlock::client holder{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + port)},
+      patient{dlock::config::from_uri("redis://127.0.0.1:" + port + "?recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name};
+  h.lock();
+  timed_waiter waiting{patient, name, 15s};
+  const auto expiry = dlock::keys::waiter_expiry(name);
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"HLEN", expiry}) == ":1"; }, 5s));
+  EXPECT_NE(srv.command({"HVALS", expiry}).find(" " + patient.impl().id()), std::string::npos)
+      << "the queue entry names the waiter's client: " << srv.command({"HVALS", expiry});
+  // Subscribed, and the check that follows the confirmation done: only a message can wake it.
+  ASSERT_TRUE(dlock::test::wait_until([&] {
+    return dlock::test::numsub(srv, dlock::keys::lock_channel(name)) == 1 &&
+           dlock::test::numsub(srv, dlock::keys::waiter_channel(patient.impl().id())) == 1;
+  }, 5s));
+  std::this_thread::sleep_for(200ms);
+  h.unlock();
+  const auto released = steady::now();
+  ASSERT_EQ(waiting.result.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(waiting.result.get());
+  EXPECT_LT(waiting.returned.load() - released, 1s);
+}
+
 TEST(mutex, an_evicting_maxmemory_policy_is_warned_about_once) {
   for (const std::string policy : {"allkeys-lru", "volatile-ttl", "noeviction"}) {
     dlock::test::redis_server srv{{.extra_args = {"--maxmemory-policy", policy}}};

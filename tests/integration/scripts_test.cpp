@@ -310,9 +310,11 @@ TEST_F(lock_scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
 // An unlock names the waiter it keeps the lock for on that waiter's own client channel
 // (keys::waiter_channel, from the id its acquire recorded): one process hears it, and no `0`
 // follows on the lock's channel (the lock is kept: nobody else could take it). The next in
-// line hears its stand-by on its own channel too. Without a hand-off (window 0) the lock is
-// free, so `0` follows. An entry without a client id (a dlock from before the channel) is named
-// on the lock's channel, followed by `0`, as then.
+// line hears its stand-by on its own channel too. Otherwise the waiter is named on the lock's
+// channel, followed by `0` (which dlock clients skip after a ticket): without a hand-off
+// (window 0: the lock is free to all), for an entry without a client id (a dlock from before
+// the channel), and when nobody listens on the waiter's channel (its client died, or this
+// user may not publish there).
 TEST_F(lock_scripts, an_unlock_names_a_waiter_on_its_own_clients_channel_only) {
   struct heard {
     std::string channel, payload;
@@ -355,7 +357,7 @@ TEST_F(lock_scripts, an_unlock_names_a_waiter_on_its_own_clients_channel_only) {
 
   ASSERT_EQ(acquire_by(x, "B:1", b_ticket).r.elements().size(), 2u);
   ASSERT_EQ(release("B:1", "0").r.integer(), 1);
-  EXPECT_EQ(heard_after(2, 2), y_channel + "=" + c_ticket + " " + k_.channel + "=0 ")
+  EXPECT_EQ(heard_after(2, 2), k_.channel + "=" + c_ticket + " " + k_.channel + "=0 ")
       << "no hand-off kept: C named, and the lock is free to everyone";
 
   ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
@@ -365,6 +367,18 @@ TEST_F(lock_scripts, an_unlock_names_a_waiter_on_its_own_clients_channel_only) {
   EXPECT_EQ(heard_after(4, 3), k_.channel + "=" + d_ticket + " " + y_channel + "=-" + c_ticket + " " +
                                    k_.channel + "=0 ")
       << "D named on the lock's channel and the 0 that such clients skip follows";
+
+  // Z's client listens nowhere (it died, or this user may not publish on its channel).
+  ASSERT_EQ(acquire("D:1", d_ticket, "1").r.elements().size(), 2u) << "D takes what was kept";
+  ASSERT_EQ(acquire_by("client-gone", "Z:1", "4294967300").r.elements().size(), 1u);
+  ASSERT_EQ(release("D:1", "5000").r.integer(), 1);
+  EXPECT_EQ(heard_after(7, 2), y_channel + "=" + c_ticket + " " + k_.channel + "=-4294967300 ")
+      << "Z's stand-by, unheard on its channel, goes to the lock's; C was heard: no 0";
+  ASSERT_EQ(acquire_by(y, "C:1", c_ticket).r.elements().size(), 2u);
+  ASSERT_EQ(release("C:1", "5000").r.integer(), 1);
+  EXPECT_EQ(heard_after(9, 2), k_.channel + "=4294967300 " + k_.channel + "=0 ")
+      << "nobody listens on Z's channel: named on the lock's, and Redisson's waiters told";
+  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), "4294967300") << "still kept for Z";
 }
 
 TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {

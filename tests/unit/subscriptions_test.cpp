@@ -292,8 +292,10 @@ TEST_F(subscriptions_test, reconnect_resubscribes_everything_in_one_command_per_
   std::string out;
   subs_.resubscribe_all(out, deadline_);
   EXPECT_EQ(out,
-            "*3\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$1\r\nb\r\n"
-            "*2\r\n$10\r\nPSUBSCRIBE\r\n$2\r\np*\r\n");
+            "*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n"
+            "*2\r\n$9\r\nSUBSCRIBE\r\n$1\r\nb\r\n"
+            "*2\r\n$10\r\nPSUBSCRIBE\r\n$2\r\np*\r\n")
+      << "one command per topic";
   EXPECT_TRUE(subs_.awaiting());
   EXPECT_TRUE(events_.empty());
 
@@ -345,6 +347,23 @@ TEST_F(subscriptions_test, error_reply_to_subscribe_fails_its_listeners) {
     EXPECT_EQ(e.ec, errc::no_permission);
     EXPECT_EQ(e.channel, "secret");
   }
+}
+
+// Redis refuses a whole SUBSCRIBE when one of its channels is not permitted: resubscribing
+// channel by channel, a refused one fails alone.
+TEST_F(subscriptions_test, a_refused_channel_does_not_fail_the_others_at_a_resubscription) {
+  add(1, "open");
+  add(2, "secret");
+  std::string out;
+  subs_.resubscribe_all(out, deadline_);
+  EXPECT_TRUE(subs_.on_reply(confirmation("subscribe", "open", 1)));
+  EXPECT_TRUE(subs_.on_reply(reply::make_error("NOPERM no")));
+  EXPECT_FALSE(subs_.awaiting());
+  EXPECT_TRUE(subs_.confirmed(kind::channel, "open"));
+  ASSERT_EQ(events_.size(), 2u);
+  EXPECT_EQ(events_[0].what, type::subscribed);
+  EXPECT_EQ(events_[1].what, type::failed);
+  EXPECT_EQ(events_[1].channel, "secret");
 }
 
 TEST_F(subscriptions_test, error_reply_to_psubscribe_names_the_pattern) {

@@ -36,12 +36,15 @@ end
 redis.call('del', KEYS[1])
 -- Wake one dlock waiter across all processes: the queue's head — the longest-waiting entry
 -- that is not stale (stale ones, of waiters that died, are dropped on the way) — is named by
--- its ticket on its own client's channel, dlock_waiter__channel:<client id> (KEYS[4] records
--- the id with the entry): one message to one process, where the Redisson channel would wake
--- every process that waits on this lock. The lock is then kept for the named waiter (below),
--- so no '0' follows: a waiter woken by it, Redisson's too, would only find the lock held.
--- An entry without a client id (a dlock from before this channel) is named on the Redisson
--- channel, followed by the '0' that those clients skip.
+-- its ticket. When the lock is kept for it (below), on its own client's channel,
+-- dlock_waiter__channel:<client id> (KEYS[4] records the id with the entry): one message to
+-- one process, where the Redisson channel would wake every process that waits on this lock;
+-- and no '0' follows: a waiter woken by it, Redisson's too, would only find the lock held.
+-- Otherwise on the Redisson channel, followed by the '0' that dlock clients then skip: when
+-- nothing is kept (the lock is free to all), when the entry has no client id (a dlock from
+-- before the waiter channel), and when nobody hears it on the waiter channel (this user may
+-- not publish there, the client died or is reconnecting) — the named client listens on the
+-- lock's channel too, and Redisson's waiters learn that the lock may come free.
 -- pcall: an ACL user without channel rights (Redis 7's default) may not publish; the lock is
 -- released all the same and waiters find out by their re-checks.
 -- The queue's commands are pcalls: a queue key of another type never fails a release that has
@@ -56,9 +59,15 @@ local function entry_of(ticket)
   if id == '' then id = nil end
   return tonumber(ms), id, false
 end
-local function channel_of(id)
-  if id then return 'dlock_waiter__channel:' .. id end
-  return KEYS[2]
+-- Publishes `msg` to client `id`'s waiter channel; true if someone there heard it. Else on the
+-- lock's channel; false.
+local function tell(id, msg)
+  if id then
+    local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. id, msg)
+    if type(heard) == 'number' and heard > 0 then return true end
+  end
+  redis.pcall('publish', KEYS[2], msg)
+  return false
 end
 local function live_head()
   local now = redis.call('time')
@@ -86,7 +95,7 @@ if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
       kept = type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
       if not kept then redis.call('del', KEYS[1]) end
     end
-    redis.pcall('publish', channel_of(id), head)
+    local told = tell(kept and id, head)
     if kept then
       -- The next in line stands by: '-' and its ticket (on the Redisson channel a negative
       -- number, which Redisson's LockPubSub ignores too). Its client re-checks when the window
@@ -95,9 +104,9 @@ if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
       local nxt = redis.pcall('zrange', KEYS[3], 0, 0)
       if type(nxt) == 'table' and nxt[1] then
         local _, nid = entry_of(nxt[1])
-        redis.pcall('publish', channel_of(nid), '-' .. nxt[1])
+        tell(nid, '-' .. nxt[1])
       end
-      if id then return 1 end
+      if told then return 1 end
     end
   end
 end
