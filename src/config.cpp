@@ -123,11 +123,7 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
   if (key == "reconnect_max") return set_duration(cfg.reconnect_max, key, value, false, st);
   if (key == "watchdog") return set_duration(cfg.watchdog_lease, key, value, false, st);
   if (key == "recheck") return set_duration(cfg.wait_recheck, key, value, false, st);
-  if (key == "handoff") {
-    if (!set_duration(cfg.handoff_window, key, value, true, st)) return false;
-    if (cfg.handoff_window > max_handoff_window) return st.fail("handoff must be at most 1m");
-    return true;
-  }
+  if (key == "handoff") return set_duration(cfg.handoff_window, key, value, true, st);  // <= 1m: validate()
   if (key == "max_name") {
     std::uint64_t n = 0;
     if (!parse_uint(value, n) || n == 0 || n > 65536) return st.fail("max_name must be 1..65536");

@@ -50,6 +50,7 @@ inline std::string waiter_expiry(std::string_view name) {
 // tells it to stand by ('-' and its ticket): one per client, whatever the lock, so that an
 // unlock wakes the one process it names instead of every process waiting on the lock. dlock
 // only; an ACL user needs `&dlock_waiter__channel:*` beside `&redisson_lock__channel:*`.
+// mutex_release.lua builds the same name from the id that the waiter's queue entry records.
 inline std::string waiter_channel(std::string_view client_id) {
   return "dlock_waiter__channel:" + std::string{client_id};
 }

@@ -128,7 +128,8 @@ class acquire_op final : public waiter,
     std::string_view args[] = {lease_ms_, hold_->owner, have,
                                sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
                                valid_ms, c_.cfg().fencing ? "1" : "0", named ? "1" : "0",
-                               c_.id()};  // an unlock names us on keys::waiter_channel(id)
+                               // with the ticket: an unlock names us on keys::waiter_channel(id)
+                               sent_ticket_ ? std::string_view{c_.id()} : std::string_view{}};
     named = false;
     c_.scripts().eval(scripts::mutex_acquire, keys, args, budget(sent),
                       [self = shared_from_this(), sent](std::error_code ec, reply r) {

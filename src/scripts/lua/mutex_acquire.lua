@@ -33,8 +33,9 @@
 -- The waiter queue (a dlock addition, invisible to Redisson): a caller that finds the lock held
 -- and will wait is entered in KEYS[3] scored by when it first arrived (server µs; later attempts
 -- keep that place), and KEYS[4] records when its entry goes stale (server time + ARGV[5],
--- renewed by every attempt) and the client to tell ('<ms> <client id>'), so that an unlock can name exactly one live waiter to wake, the
--- longest waiting (mutex_release.lua); it leaves the queue when it acquires.
+-- renewed by every attempt) and the client to tell ('<ms> <client id>'), so that an unlock
+-- can name exactly one live waiter to wake, the longest waiting (mutex_release.lua); it leaves
+-- the queue when it acquires.
 local field = redis.call('hget', KEYS[1], ARGV[2]) or '0'
 if not string.match(field, '^%d+$') or #field > 9 then
   -- Not a count a client wrote (someone else wrote the field): say so, rather than look held.
@@ -132,8 +133,9 @@ else
     token = last
   end
 end
-if ticket ~= '' then
-  redis.pcall('zrem', KEYS[3], ticket)  -- see above: never fails the lock
-  if KEYS[4] then redis.pcall('hdel', KEYS[4], ticket) end
+-- Out of the queue (see above: never fails the lock). A record goes with its entry (a release
+-- that popped the entry deleted it), so a caller that never queued costs one ZREM.
+if ticket ~= '' and redis.pcall('zrem', KEYS[3], ticket) == 1 and KEYS[4] then
+  redis.pcall('hdel', KEYS[4], ticket)
 end
 return {0, token}
