@@ -234,10 +234,7 @@ TEST(hostile, no_auth_is_refused_at_once_on_every_path) {
 }
 
 TEST(hostile, wrong_password_or_user_is_refused_at_once_on_every_path) {
-  redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >app-pass ~* &* +@all\n";
+  auto o = redis_server_options::with_app_user("app-pass", "~* &* +@all");
   redis_server srv{o};
   const auto port = std::to_string(srv.port());
   for (const std::string who : {"app:wrong", "ghost:app-pass"}) {
@@ -255,10 +252,7 @@ TEST(hostile, wrong_password_or_user_is_refused_at_once_on_every_path) {
 // The user may write the lock key but not its fencing counter (a common ACL mistake: the counter
 // is redisson_lock_token:{name}, outside `~app:*`).
 TEST(hostile, no_permission_on_the_fencing_counter_leaves_no_lock_held) {
-  redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >pw ~app:* &* +@all\n";
+  auto o = redis_server_options::with_app_user("pw", "~app:* &* +@all");
   redis_server srv{o};
   dlock::client c{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + std::to_string(srv.port()))};
   const auto name = dlock::test::unique_name("app:lock");
@@ -551,11 +545,8 @@ TEST(hostile, tls_wrong_ca_and_wrong_host_are_refused_at_once_on_every_path) {
 // when the policy then evicts the lock key, the holder is told by lease_lost(), and its unlock
 // reports lease_lost without touching anything.
 TEST(hostile, evicting_policy_is_warned_once_and_an_evicted_lock_is_reported_lost) {
-  redis_server_options o;
+  auto o = redis_server_options::with_app_user("pw", "~* &* +@all -config");
   o.extra_args = {"--maxmemory-policy", "volatile-ttl"};
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >pw ~* &* +@all -config\n";
   redis_server srv{o};
   std::mutex mu;
   std::vector<std::pair<dlock::warning, std::string>> warnings;

@@ -9,6 +9,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 #include <atomic>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -174,6 +175,21 @@ struct timed_waiter {
   std::future<bool> result;
 };
 
+// A client of its own (as another process would have; kept in `clients`) and a thread that
+// waits up to `wait` for `name`, runs `inside` while it holds it, and unlocks. The future
+// throws if the lock was not acquired.
+std::future<void> hold_in_a_new_client(std::vector<std::unique_ptr<dlock::client>>& clients,
+                                       dlock::config cfg, const std::string& name,
+                                       std::chrono::milliseconds wait, std::function<void()> inside) {
+  clients.push_back(std::make_unique<dlock::client>(std::move(cfg)));
+  return on_thread([c = clients.back().get(), name, wait, inside = std::move(inside)] {
+    dlock::mutex m{*c, name};
+    if (!m.try_lock_for(wait)) throw std::runtime_error("not acquired");
+    inside();
+    m.unlock();
+  });
+}
+
 long info_count(dlock::test::redis_server& srv, const std::string& section, const std::string& key) {
   const auto info = srv.command({"INFO", section});
   auto at = info.find(key + ":calls=");
@@ -195,14 +211,10 @@ TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
   std::vector<std::future<void>> threads;
   std::atomic<int> inside{0}, overlaps{0};
   for (int i = 0; i < n; ++i) {
-    clients.push_back(std::make_unique<dlock::client>(config_for(srv)));
-    threads.push_back(on_thread([&, c = clients.back().get()] {
-      dlock::mutex m{*c, name};
-      if (!m.try_lock_for(10s)) throw std::runtime_error("not acquired");
+    threads.push_back(hold_in_a_new_client(clients, config_for(srv), name, 10s, [&] {
       if (inside.fetch_add(1) != 0) ++overlaps;
       std::this_thread::sleep_for(20ms);
       inside.fetch_sub(1);
-      m.unlock();
     }));
   }
   ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":" + std::to_string(n); }, 5s))
@@ -267,16 +279,12 @@ TEST(mutex, waiters_are_served_in_arrival_order_and_nobody_barges_a_hand_off) {
   std::mutex order_mutex;
   std::vector<int> order;
   for (int i = 0; i < n; ++i) {
-    clients.push_back(std::make_unique<dlock::client>(config_for(srv, params)));
-    threads.push_back(on_thread([&, i, c = clients.back().get()] {
-      dlock::mutex m{*c, name};
-      if (!m.try_lock_for(20s)) throw std::runtime_error("not acquired");
+    threads.push_back(hold_in_a_new_client(clients, config_for(srv, params), name, 20s, [&, i] {
       {
         std::lock_guard g{order_mutex};
         order.push_back(i);
       }
       std::this_thread::sleep_for(30ms);
-      m.unlock();
     }));
     // One at a time into the queue: arrival order is known.
     ASSERT_TRUE(dlock::test::wait_until(
@@ -423,10 +431,7 @@ TEST(mutex, lost_unlock_message_costs_latency_not_a_hang) {
 // Redis 7 ACL users have no channels by default: SUBSCRIBE fails with NOPERM. Waiting still
 // works, by bounded re-checks.
 TEST(mutex, waits_by_rechecks_when_channels_are_denied) {
-  dlock::test::redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >pw ~* resetchannels +@all\n";
+  auto o = dlock::test::redis_server_options::with_app_user("pw", "~* resetchannels +@all");
   dlock::test::redis_server srv{o};
   const auto url = "redis://app:pw@127.0.0.1:" + std::to_string(srv.port()) + "?recheck=200ms";
   std::mutex mu;
@@ -469,9 +474,8 @@ INSTANTIATE_TEST_SUITE_P(acl, mutex_channel_rights,
                          testing::Values("resetchannels", "resetchannels &redisson_lock__channel:*"));
 
 TEST_P(mutex_channel_rights, a_waiter_without_them_stays_out_of_the_queue) {
-  dlock::test::redis_server_options o;
-  o.acl_file_contents = std::string{"user default on nopass ~* &* +@all\n"} + "user app on >pw ~* " +
-                        GetParam() + " +@all\n";
+  auto o = dlock::test::redis_server_options::with_app_user(
+      "pw", std::string{"~* "} + GetParam() + " +@all");
   dlock::test::redis_server srv{o};
   const auto port = std::to_string(srv.port());
   auto denied_cfg = dlock::config::from_uri("redis://app:pw@127.0.0.1:" + port + "?recheck=2s");
@@ -506,10 +510,8 @@ TEST_P(mutex_channel_rights, a_waiter_without_them_stays_out_of_the_queue) {
 // lock channels only): the unlock, finding nobody to hear it there, names the waiter on the
 // lock's channel, where its client listens too — woken at once, not at its re-check (20 s).
 TEST(mutex, an_unlocker_without_waiter_channel_rights_still_wakes_the_named_waiter) {
-  dlock::test::redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >pw ~* resetchannels &redisson_lock__channel:* +@all\n";
+  auto o = dlock::test::redis_server_options::with_app_user(
+      "pw", "~* resetchannels &redisson_lock__channel:* +@all");
   dlock::test::redis_server srv{o};
   const auto port = std::to_string(srv.port());
   dlock::client holder{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + port)},
@@ -791,10 +793,7 @@ TEST(mutex, bad_input_gets_typed_errors_at_once) {
 
 TEST(mutex, server_refusals_are_typed_and_prompt) {
   // NOPERM: a user without access to the key.
-  dlock::test::redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >pw ~app:* &* +@all\n";
+  auto o = dlock::test::redis_server_options::with_app_user("pw", "~app:* &* +@all");
   dlock::test::redis_server acl{o};
   dlock::client app{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + std::to_string(acl.port()))};
   std::error_code ec;

@@ -123,10 +123,7 @@ TEST(auth, password_server_accepts_the_password_and_rejects_others) {
 }
 
 TEST(auth, acl_user_with_its_password_works_and_a_wrong_one_is_typed) {
-  dlock::test::redis_server_options o;
-  o.acl_file_contents =
-      "user default on nopass ~* &* +@all\n"
-      "user app on >app-pass ~app:* &* +@all\n";
+  auto o = dlock::test::redis_server_options::with_app_user("app-pass", "~app:* &* +@all");
   dlock::test::redis_server srv{o};
   const auto port = std::to_string(srv.port());
 

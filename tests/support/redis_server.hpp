@@ -73,6 +73,14 @@ struct redis_server_options {
 
   std::chrono::milliseconds start_timeout{10000};  // until the server answers
   std::string executable{};  // empty: $DLOCK_REDIS_SERVER, else redis-server from PATH
+
+  // An ACL file in which `default` may do everything (the fixture's own commands) and user
+  // `app`, password `password`, has `rules` (e.g. "~app:* &* +@all").
+  static redis_server_options with_app_user(const std::string& password, const std::string& rules) {
+    redis_server_options o;
+    o.acl_file_contents = "user default on nopass ~* &* +@all\nuser app on >" + password + " " + rules + "\n";
+    return o;
+  }
 };
 
 class redis_server {

@@ -88,6 +88,15 @@ struct fake_waiter : waiter {
   }
 };
 
+// Gives each waiter a ticket of `reg` and registers it on `channel`, in this order (as their
+// attempts would, once each has queued).
+void queue(waiter_registry& reg, const std::string& channel, std::initializer_list<fake_waiter*> ws) {
+  for (auto* w : ws) {
+    w->ticket = reg.make_ticket();
+    reg.add(channel, w);
+  }
+}
+
 const std::string chan_a = "redisson_lock__channel:{a}";
 const std::string chan_b = "redisson_lock__channel:{b}";
 
@@ -248,12 +257,7 @@ TEST(waiters, a_ticket_wakes_exactly_its_waiter_and_the_zero_after_it_wakes_nobo
   fake_subscriber sub;
   auto reg = sub.make_registry();
   fake_waiter w1, w2, w3;
-  w1.ticket = reg.make_ticket();
-  w2.ticket = reg.make_ticket();
-  w3.ticket = reg.make_ticket();
-  reg.add(chan_a, &w1);
-  reg.add(chan_a, &w2);
-  reg.add(chan_a, &w3);
+  queue(reg, chan_a, {&w1, &w2, &w3});
   ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(w2.ticket)));
   ASSERT_TRUE(sub.message(chan_a, "0"));
   EXPECT_EQ(w1.wakes, 0);
@@ -275,10 +279,7 @@ TEST(waiters, another_clients_ticket_wakes_none_of_ours_nor_does_its_zero) {
   auto theirs = other.make_ticket();
   if ((theirs >> 32) == (reg.make_ticket() >> 32)) GTEST_SKIP() << "two random tags collided";
   fake_waiter w1, w2;
-  w1.ticket = reg.make_ticket();
-  w2.ticket = reg.make_ticket();
-  reg.add(chan_a, &w1);
-  reg.add(chan_a, &w2);
+  queue(reg, chan_a, {&w1, &w2});
   ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(theirs)));
   ASSERT_TRUE(sub.message(chan_a, "0"));
   EXPECT_EQ(w1.wakes + w2.wakes, 0);
@@ -288,10 +289,7 @@ TEST(waiters, a_ticket_of_ours_whose_waiter_left_passes_the_wake_up_on) {
   fake_subscriber sub;
   auto reg = sub.make_registry();
   fake_waiter gone, w2;
-  gone.ticket = reg.make_ticket();
-  w2.ticket = reg.make_ticket();
-  reg.add(chan_a, &gone);
-  reg.add(chan_a, &w2);
+  queue(reg, chan_a, {&gone, &w2});
   reg.remove(chan_a, &gone);
   ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(gone.ticket)));
   ASSERT_TRUE(sub.message(chan_a, "0"));
@@ -327,12 +325,7 @@ TEST(waiters, a_standby_message_reaches_only_its_waiter_and_keeps_the_zero_annou
   fake_subscriber sub;
   auto reg = sub.make_registry();
   fake_waiter named, next, other;
-  named.ticket = reg.make_ticket();
-  next.ticket = reg.make_ticket();
-  other.ticket = reg.make_ticket();
-  reg.add(chan_a, &named);
-  reg.add(chan_a, &next);
-  reg.add(chan_a, &other);
+  queue(reg, chan_a, {&named, &next, &other});
   ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(named.ticket)));
   ASSERT_TRUE(sub.message(chan_a, "-" + waiter_registry::ticket_text(next.ticket)));
   ASSERT_TRUE(sub.message(chan_a, "0"));
@@ -349,10 +342,7 @@ TEST(waiters, a_ticket_for_a_waiter_mid_attempt_makes_it_check_again) {
   fake_subscriber sub;
   auto reg = sub.make_registry();
   fake_waiter w1, w2;
-  w1.ticket = reg.make_ticket();
-  w2.ticket = reg.make_ticket();
-  reg.add(chan_a, &w1);
-  reg.add(chan_a, &w2);
+  queue(reg, chan_a, {&w1, &w2});
   w2.attempting = true;
   ASSERT_TRUE(sub.message(chan_a, waiter_registry::ticket_text(w2.ticket)));
   ASSERT_TRUE(sub.message(chan_a, "0"));
@@ -365,8 +355,7 @@ TEST(waiters, a_resubscription_forgets_a_ticket_whose_zero_did_not_come) {
   fake_subscriber sub;
   auto reg = sub.make_registry();
   fake_waiter w1;
-  w1.ticket = reg.make_ticket();
-  reg.add(chan_a, &w1);
+  queue(reg, chan_a, {&w1});
   ASSERT_TRUE(sub.message(chan_a, "9999999999"));  // someone else's, then the link broke
   ASSERT_TRUE(sub.publish(chan_a, type::resubscribed));
   EXPECT_EQ(w1.wakes, 1);
@@ -444,10 +433,8 @@ TEST(waiters, a_ticket_on_the_own_channel_wakes_its_waiter_on_any_lock) {
   fake_subscriber sub;
   auto reg = sub.make_registry(own);
   fake_waiter a1, a2, b1;
-  for (auto* w : {&a1, &a2, &b1}) w->ticket = reg.make_ticket();
-  reg.add(chan_a, &a1);
-  reg.add(chan_a, &a2);
-  reg.add(chan_b, &b1);
+  queue(reg, chan_a, {&a1, &a2});
+  queue(reg, chan_b, {&b1});
   ASSERT_TRUE(sub.message(own, waiter_registry::ticket_text(b1.ticket)));
   EXPECT_EQ(b1.wakes, 1);
   EXPECT_TRUE(b1.named);
