@@ -134,11 +134,14 @@ void waiter_registry::on_own_event(const transport::pubsub_event& ev) {
       }
       return;
     case type::subscribed:
+      // The first confirmation wakes nobody: it was asked for before the channel of any lock
+      // waited on now, on the same connection, and an unlock that finds nobody listening here
+      // names the waiter on its lock's channel — whose confirmation sends the waiters to
+      // re-check. (Waking them here too cost each client's first wait a second attempt.)
+      return;
     case type::resubscribed:
-      // A name may have been missed before (an unlock that found nobody listening here names
-      // the waiter on its lock's channel as well), and a lock's channel confirmed earlier
-      // (after a reconnect each is confirmed on its own) has already sent its waiters to
-      // re-check. Costs one attempt per waiter, once per connection.
+      // A new connection (rare): wake everyone rather than reason about the order in which the
+      // channels came back.
       for (const auto& channel : channel_names()) wake_all(channel);
       return;
     case type::failed:

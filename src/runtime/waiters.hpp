@@ -11,7 +11,7 @@
 //   registered yet, add() wakes it);
 // - `-` and a ticket: the next in line behind such a hand-off stands by, re-checking when the
 //   hand-off's window ends (in case the named waiter never comes).
-// Its (re)subscription wakes every waiter of the client (a name may have been missed); its
+// Its resubscription wakes every waiter of the client (a name may have been missed); its
 // refusal takes them all out of the queues (channel_refused). An unlock that finds nobody
 // listening on the waiter channel names the waiter on the lock's channel instead (below).
 //

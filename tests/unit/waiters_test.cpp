@@ -421,6 +421,11 @@ TEST(waiters, the_own_channel_is_subscribed_first_and_kept) {
   reg.add(chan_a, &w1);
   reg.add(chan_b, &w2);
   EXPECT_EQ(sub.subscribed, (std::vector<std::string>{own, chan_a, chan_b}));
+  // Its first confirmation wakes nobody; the lock channels' confirmations, which follow, do.
+  ASSERT_TRUE(sub.publish(own, type::subscribed));
+  EXPECT_EQ(w1.wakes + w2.wakes, 0);
+  ASSERT_TRUE(sub.publish(chan_a, type::subscribed));
+  EXPECT_EQ(w1.wakes, 1);
   reg.remove(chan_a, &w1);
   reg.remove(chan_b, &w2);
   reg.add(chan_a, &w1);
