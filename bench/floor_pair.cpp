@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     const auto iterations = opt.integer("iterations", 20000);
     const auto warmup = opt.integer("warmup", 500);
     const std::string name = opt.str("name", "bench:floor:pair");
-    const std::string token_key = dlock::keys::fencing_counter(name);
+    const std::string token_key{dlock::keys::shared_fencing_counter};  // as lock() sends it
     const std::string channel = dlock::keys::lock_channel(name);
     const std::string queue = dlock::keys::waiter_queue(name), expiry = dlock::keys::waiter_expiry(name);
     // The arguments dlock's lock() sends: a waiter ticket, its queue entry's validity and the

@@ -149,8 +149,16 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
     return true;
   }
   if (key == "fencing") {
-    if (value != "on" && value != "off") return st.fail("fencing must be on or off, got '" + value + "'");
-    cfg.fencing = value == "on";
+    using mode = config::fencing_mode;
+    if (value == "on") {
+      cfg.fencing = mode::shared;
+    } else if (value == "per-lock") {
+      cfg.fencing = mode::per_lock;
+    } else if (value == "off") {
+      cfg.fencing = mode::off;
+    } else {
+      return st.fail("fencing must be on, per-lock or off, got '" + value + "'");
+    }
     return true;
   }
   if (key == "io_threads") {

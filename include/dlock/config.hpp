@@ -18,10 +18,12 @@
 //                 unlock message can cost, at most
 //   max_name      longest lock name accepted, in bytes (default 1024)
 //   io_threads    threads running the client's io_context (default 1)
-//   fencing       `on` (default): every first acquisition takes a fencing token from the
-//                 counter redisson_lock_token:{name}; `off`: no counter, tokens are 0 (saves a
-//                 write per acquisition and the counter key, ~100 bytes per lock name, which
-//                 stays after release)
+//   fencing       `on` (default): every first acquisition takes a fencing token from one
+//                 counter that all locks of the database share (dlock_fencing_counter);
+//                 `per-lock`: from the lock's own counter redisson_lock_token:{name}, as
+//                 Redisson's RFencedLock (for names that RFencedLock takes too; the key, ~100
+//                 bytes, stays after release, one per name ever locked); `off`: no counter,
+//                 tokens are 0
 //   wait_replicas replicas that must acknowledge each acquisition (WAIT after the acquire
 //                 script, on the same connection: WAIT counts that connection's writes);
 //                 0 (default) = no check
@@ -80,7 +82,9 @@ struct config {
   std::size_t max_name_length = 1024;                 // longest lock name accepted (bytes)
   std::string client_name = "dlock";
   unsigned io_threads = 1;
-  bool fencing = true;  // issue fencing tokens (see the file comment)
+  // Where fencing tokens come from (see `fencing` above).
+  enum class fencing_mode { off, shared, per_lock };
+  fencing_mode fencing = fencing_mode::shared;
   // Replication check of every first acquisition (see wait_replicas above).
   enum class shortfall_policy { fail, accept };
   unsigned wait_replicas = 0;

@@ -39,7 +39,9 @@ struct lock_status {
   // at most remaining_lease.
   std::string handoff_ticket;
   std::chrono::milliseconds remaining_lease{-2};  // PTTL: -2 free, -1 no expiry
-  std::uint64_t fencing_counter = 0;              // the last token issued for this name
+  // The last token issued: on any lock of the database (the shared counter, the default), or
+  // on this name (config fencing=per-lock); 0 if none.
+  std::uint64_t fencing_counter = 0;
   std::int64_t subscribers = 0;                   // clients subscribed to the unlock channel
 };
 

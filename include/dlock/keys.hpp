@@ -29,7 +29,15 @@ inline std::string lock_channel(std::string_view name) {
   return prefixed("redisson_lock__channel", name);
 }
 
-// The fencing counter of `name` (as Redisson's RFencedLock).
+// The fencing counter that every lock of a database shares (config fencing=on, the default):
+// the last token issued. One key, whatever the number of lock names: a per-name counter stays
+// after release, so a service that locks per order or per job would keep a key (~100 bytes) for
+// every name it ever locked. Tokens from one counter increase strictly across all locks, so
+// they do per lock. (Cluster mode will need one per slot, named to hash to the lock's slot.)
+inline constexpr std::string_view shared_fencing_counter = "dlock_fencing_counter";
+
+// The fencing counter of `name` alone, as Redisson's RFencedLock keeps it (config
+// fencing=per-lock, for locks that Redisson's RFencedLock also takes).
 inline std::string fencing_counter(std::string_view name) {
   return prefixed("redisson_lock_token", name);
 }

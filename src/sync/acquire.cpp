@@ -39,6 +39,7 @@ class acquire_op final : public waiter,
         done_{std::move(done)},
         timer_{c.strand()},
         keys_{hold_->name},
+        counter_{fencing_counter_key(c.cfg(), hold_->name)},
         lease_ms_{std::to_string(hold_->lease.count())} {
     // Only a caller that will wait takes a place in the lock's waiter queue.
     if (!deadline_ || *deadline_ > clock::now()) {
@@ -123,11 +124,12 @@ class acquire_op final : public waiter,
     auto valid = c_.cfg().wait_recheck;
     if (deadline_) valid = std::min(valid, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - sent));
     const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
-    std::string_view keys[] = {keys_.name, keys_.counter, keys_.queue, keys_.expiry};
+    std::string_view keys[] = {keys_.name, counter_, keys_.queue, keys_.expiry};
     sent_ticket_ = !unqueued_ && !ticket_.empty();
     std::string_view args[] = {lease_ms_, hold_->owner, have,
                                sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
-                               valid_ms, c_.cfg().fencing ? "1" : "0", named ? "1" : "0",
+                               valid_ms, c_.cfg().fencing == config::fencing_mode::off ? "0" : "1",
+                               named ? "1" : "0",
                                // with the ticket: an unlock names us on keys::waiter_channel(id)
                                sent_ticket_ ? std::string_view{c_.id()} : std::string_view{}};
     named = false;
@@ -359,6 +361,7 @@ class acquire_op final : public waiter,
   completion<std::shared_ptr<hold_state>> done_;
   asio::steady_timer timer_;
   const lock_keys keys_;
+  const std::string counter_;  // fencing_counter_key()
   const std::string lease_ms_;
   std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;

@@ -27,9 +27,17 @@ std::optional<clock::time_point> deadline_after(std::optional<std::chrono::milli
 lock_keys::lock_keys(const std::string& lock_name)
     : name{lock_name},
       channel{keys::lock_channel(lock_name)},
-      counter{keys::fencing_counter(lock_name)},
       queue{keys::waiter_queue(lock_name)},
       expiry{keys::waiter_expiry(lock_name)} {}
+
+std::string fencing_counter_key(const config& cfg, std::string_view name) {
+  switch (cfg.fencing) {
+    case config::fencing_mode::shared: return std::string{keys::shared_fencing_counter};
+    case config::fencing_mode::per_lock: return keys::fencing_counter(name);
+    case config::fencing_mode::off: break;
+  }
+  return std::string{name};
+}
 
 void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
                         std::string_view owner, std::uint32_t have,

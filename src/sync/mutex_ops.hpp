@@ -58,8 +58,13 @@ void start_force_unlock(client_impl& c, const std::string& name, completion<bool
 struct lock_keys {
   explicit lock_keys(const std::string& lock_name);
   std::string_view name;
-  std::string channel, counter, queue, expiry;
+  std::string channel, queue, expiry;
 };
+
+// The fencing counter an acquisition of `name` declares (config::fencing): the shared counter,
+// the lock's own (per_lock), or, with fencing off, the lock hash itself — the script then
+// touches no counter, and an ACL user needs no right to one.
+std::string fencing_counter_key(const config& cfg, std::string_view name);
 
 // Sends mutex_release.lua (with the client's hand-off window): one hold of `owner`, which has
 // `have` holds now (a partial release resets the lease to `lease`); or, with `leaving_ticket`,

@@ -15,6 +15,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "dlock/keys.hpp"
 #include "dlock/mutex.hpp"
 #include "integration/test_util.hpp"
 #include "support/redis_server.hpp"
@@ -51,7 +52,8 @@ bool exists(const redis_server& srv, const std::string& key) {
   return srv.command({"EXISTS", key}) == ":1";
 }
 
-std::string counter_of(const std::string& name) { return "redisson_lock_token:{" + name + "}"; }
+// The fencing counter a default client's acquisitions use (one for the database).
+const std::string counter{dlock::keys::shared_fencing_counter};
 
 // One measured result, for docs/safety.md's table.
 void report(const char* path, std::error_code ec, milliseconds took) {
@@ -121,7 +123,7 @@ TEST(hostile, wrong_type_lock_key_is_refused_at_once_on_every_path_and_left_unto
   dlock::mutex m{c, name};
   expect_refused_on_every_path(m, errc::wrong_type, 500ms, prompt, [&] {
     EXPECT_EQ(srv.command({"GET", name}), "not a lock");
-    EXPECT_FALSE(exists(srv, counter_of(name))) << "no fencing token was drawn";
+    EXPECT_FALSE(exists(srv, counter)) << "no fencing token was drawn";
   });
   EXPECT_THROW(m.lock(), dlock::lock_error);
   std::error_code ec;
@@ -157,14 +159,14 @@ TEST(hostile, wrong_type_replacing_a_held_lock_signals_lease_lost_and_unlock_tou
   EXPECT_EQ(srv.command({"GET", name}), "someone else's");
 }
 
-// The fencing counter redisson_lock_token:{name} holds another type, or a string that is not a
-// number. The acquire script writes the lock before it INCRs the counter, and Redis does not
+// The fencing counter (dlock_fencing_counter) holds another type, or a string that is not a
+// number. The acquire script writes the lock before it sets the counter, and Redis does not
 // roll a script back: the refusal must not leave the lock held.
 TEST(hostile, wrong_type_fencing_counter_is_refused_and_leaves_no_lock_held) {
   redis_server srv;
   dlock::client c{config_for(srv)};
   const auto name = dlock::test::unique_name("lock");
-  srv.command({"HSET", counter_of(name), "f", "v"});
+  srv.command({"HSET", counter, "f", "v"});
   dlock::mutex m{c, name};
   std::error_code ec;
   const auto start = steady::now();
@@ -179,7 +181,7 @@ TEST(hostile, non_numeric_fencing_counter_is_refused_and_leaves_no_lock_held) {
   redis_server srv;
   auto c = std::make_unique<dlock::client>(config_for(srv));
   const auto name = dlock::test::unique_name("lock");
-  srv.command({"SET", counter_of(name), "abc"});
+  srv.command({"SET", counter, "abc"});
   dlock::mutex m{*c, name};
   std::error_code ec;
   const auto start = steady::now();
@@ -249,8 +251,8 @@ TEST(hostile, wrong_password_or_user_is_refused_at_once_on_every_path) {
 
 // ---- ACL: keys ---------------------------------------------------------------------------------
 
-// The user may write the lock key but not its fencing counter (a common ACL mistake: the counter
-// is redisson_lock_token:{name}, outside `~app:*`).
+// The user may write the lock key but not the fencing counter (a common ACL mistake: the counter
+// is dlock_fencing_counter, outside `~app:*`).
 TEST(hostile, no_permission_on_the_fencing_counter_leaves_no_lock_held) {
   auto o = redis_server_options::with_app_user("pw", "~app:* &* +@all");
   redis_server srv{o};
@@ -259,7 +261,7 @@ TEST(hostile, no_permission_on_the_fencing_counter_leaves_no_lock_held) {
   dlock::mutex m{c, name};
   expect_refused_on_every_path(m, errc::no_permission, 500ms, prompt, [&] {
     EXPECT_FALSE(exists(srv, name));
-    EXPECT_FALSE(exists(srv, counter_of(name)));
+    EXPECT_FALSE(exists(srv, counter));
   });
 }
 
@@ -280,9 +282,10 @@ TEST(hostile, out_of_memory_refuses_acquire_and_lets_a_holder_release) {
 
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex m{c, name};
+  const auto last_token = srv.command({"GET", counter});
   expect_refused_on_every_path(m, errc::out_of_memory, 500ms, prompt, [&] {
     EXPECT_FALSE(exists(srv, name));
-    EXPECT_FALSE(exists(srv, counter_of(name)));
+    EXPECT_EQ(srv.command({"GET", counter}), last_token) << "no token issued";
   });
 
   std::error_code ec;

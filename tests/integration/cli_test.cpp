@@ -352,7 +352,7 @@ TEST(cli, exec_exits_with_the_commands_code_or_128_plus_its_signal) {
     EXPECT_EQ(r.code, std::optional<int>{c.code}) << c.script << ": " << describe(r);
     EXPECT_EQ(r.err, "") << c.script;
     EXPECT_EQ(exists(srv, name), ":0") << "released after `" << c.script << "`";
-    const auto now = srv.command({"GET", dlock::keys::fencing_counter(name)});
+    const auto now = srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}});
     EXPECT_NE(now, counter) << "one token per run";
     counter = now;
   }
@@ -507,8 +507,9 @@ TEST(cli, exec_exits_75_when_not_acquired_within_the_wait) {
 TEST(cli, the_command_sees_the_lock_name_and_its_fencing_token) {
   redis_server srv;
   const auto name = dlock::test::unique_name("cli env {x}");  // a space and a hash tag
-  const auto counter = dlock::keys::fencing_counter(name);
-  EXPECT_EQ(counter, "redisson_lock_token:" + name) << "hash-tagged names are not braced again";
+  EXPECT_EQ(dlock::keys::fencing_counter(name), "redisson_lock_token:" + name)
+      << "hash-tagged names are not braced again (fencing=per-lock)";
+  const std::string counter{dlock::keys::shared_fencing_counter};
   // Tokens continue from whatever was issued before, even far ahead of the clock.
   EXPECT_EQ(srv.command({"SET", counter, "8000000000000041"}), "+OK");
   std::uint64_t last = 8000000000000041;
@@ -743,7 +744,7 @@ TEST(cli, concurrent_execs_on_one_name_never_overlap) {
         << " overlap";
     EXPECT_LT(sections[i - 1].second, sections[i].second) << "tokens increase in lock order";
   }
-  EXPECT_EQ(srv.command({"GET", dlock::keys::fencing_counter(name)}),
+  EXPECT_EQ(srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}}),
             std::to_string(sections.back().second)) << "the last token issued";
   EXPECT_EQ(exists(srv, name), ":0");
 }

@@ -168,7 +168,7 @@ TEST(mutex_process, eight_processes_increment_one_file_under_the_lock) {
   EXPECT_EQ(value, std::uint64_t{processes * rounds}) << "lost updates: exclusion broken";
   // Each worker checked that every token it saw was above the last one written; the last one
   // written is the last one issued.
-  EXPECT_EQ(srv.command({"GET", dlock::keys::fencing_counter(name)}), std::to_string(last_token));
+  EXPECT_EQ(srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}}), std::to_string(last_token));
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
   std::cout << "[          ] " << processes << " x " << rounds << " critical sections in "
             << ms_since(started).count() << " ms\n";

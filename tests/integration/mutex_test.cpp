@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlock/inspect.hpp"
 #include "dlock/mutex.hpp"
 #include "scripts/script.hpp"
 #include "dlock/keys.hpp"
@@ -331,7 +332,7 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
   h.lock();
   // A ghost: queued by the acquire script with a ticket no live client holds, valid for 30 s.
   const auto ghost = holder.execute(
-      {"EVAL", std::string{dlock::scripts::mutex_acquire.text}, "4", name, dlock::keys::fencing_counter(name),
+      {"EVAL", std::string{dlock::scripts::mutex_acquire.text}, "4", name, std::string{dlock::keys::shared_fencing_counter},
        queue, dlock::keys::waiter_expiry(name), "30000", "ghost:1", "0", "9223372032559808513", "30000", "1", "0"});
   ASSERT_EQ(srv.command({"ZCARD", queue}), ":1") << ghost.str();
   std::this_thread::sleep_for(2ms);  // arrivals in order, whatever the clock's resolution
@@ -641,7 +642,57 @@ TEST(mutex, fencing_tokens_strictly_increase_across_owners) {
     last = m.fencing_token();
     m.unlock();
   }
-  EXPECT_EQ(a.execute({"GET", "redisson_lock_token:{" + name + "}"}).str(), std::to_string(last));
+  EXPECT_EQ(a.execute({"GET", std::string{dlock::keys::shared_fencing_counter}}).str(), std::to_string(last));
+}
+
+// The default counter is one for the whole database: tokens increase across locks (so per
+// lock too), a re-entry keeps its first token, and locking many names leaves one key behind,
+// not one per name (a service locking per order would otherwise keep a key per order).
+TEST(mutex, one_shared_fencing_counter_serves_every_lock_and_stays_one_key) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  std::uint64_t last = 0;
+  for (int i = 0; i < 50; ++i) {
+    dlock::mutex m{c, dlock::test::unique_name("order")};
+    m.lock();
+    const auto token = m.fencing_token();
+    EXPECT_GT(token, last);
+    last = token;
+    m.lock();
+    EXPECT_EQ(m.fencing_token(), token) << "a re-entry keeps the first acquisition's token";
+    m.unlock();
+    m.unlock();
+  }
+  EXPECT_EQ(srv.command({"DBSIZE"}), ":1");
+  EXPECT_EQ(srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}}), std::to_string(last));
+}
+
+// fencing=per-lock: the lock's own counter, redisson_lock_token:{name}, which Redisson's
+// RFencedLock INCRs: tokens stay strictly increasing when both take turns on one name. Clients
+// of both modes on one name stay increasing too while the clock moves forward (both counters
+// start from the server's time).
+TEST(mutex, per_lock_fencing_uses_the_rfencedlock_counter) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "fencing=per-lock")}, shared{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  const auto counter = dlock::keys::fencing_counter(name);
+  dlock::mutex m{c, name}, s{shared, name};
+  m.lock();
+  const auto first = m.fencing_token();
+  EXPECT_EQ(srv.command({"GET", counter}), std::to_string(first));
+  EXPECT_EQ(srv.command({"EXISTS", std::string{dlock::keys::shared_fencing_counter}}), ":0");
+  m.unlock();
+  // What RFencedLock's acquisition does to the counter, then dlock's again.
+  const auto redisson = std::stoull(srv.command({"INCR", counter}).substr(1));
+  EXPECT_EQ(redisson, first + 1);
+  m.lock();
+  EXPECT_GT(m.fencing_token(), redisson);
+  const auto mine = m.fencing_token();
+  m.unlock();
+  s.lock();
+  EXPECT_GT(s.fencing_token(), mine);
+  s.unlock();
+  EXPECT_EQ(dlock::inspect(c, name).fencing_counter, mine) << "status reads the lock's own counter";
 }
 
 // Tokens are max(counter + 1, server time in us): a server restarted without persistence
@@ -667,8 +718,8 @@ TEST(mutex, fencing_tokens_keep_increasing_across_a_restart_without_persistence)
   m.lock();
   EXPECT_GT(m.fencing_token(), before) << "the counter was forgotten, the clock was not";
   m.unlock();
-  // A counter someone set far ahead (Redisson's RFencedLock INCRs the same key) still counts.
-  srv.command({"SET", "redisson_lock_token:{" + name + "}", "9000000000000000"});
+  // A counter someone set far ahead (a clock that went back since) still counts.
+  srv.command({"SET", std::string{dlock::keys::shared_fencing_counter}, "9000000000000000"});
   m.lock();
   EXPECT_EQ(m.fencing_token(), 9000000000000001u);
   m.unlock();
@@ -689,8 +740,7 @@ TEST(mutex, fencing_off_issues_no_tokens_and_writes_no_counter) {
   auto l = m.async_lock(asio::use_future).get();
   EXPECT_EQ(l.fencing_token(), 0u);
   l.unlock();
-  EXPECT_EQ(srv.command({"EXISTS", "redisson_lock_token:{" + name + "}"}), ":0");
-  EXPECT_EQ(srv.command({"DBSIZE"}), ":0") << "nothing left behind";
+  EXPECT_EQ(srv.command({"DBSIZE"}), ":0") << "nothing left behind, no counter";
 }
 
 TEST(mutex, async_lease_through_awaitable_future_and_destruction) {

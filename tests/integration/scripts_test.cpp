@@ -84,7 +84,7 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   dlock::test::redis_server srv;
   dlock::client c{dlock::config::from_uri(srv.url())};
   const auto name = dlock::test::unique_name("lock");
-  const auto token = "redisson_lock_token:{" + name + "}";
+  const std::string token{dlock::keys::shared_fencing_counter};
   const auto channel = "redisson_lock__channel:{" + name + "}";
   auto acquire = [&](const char* owner, const char* have) {
     return eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", owner, have});
@@ -109,16 +109,19 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
   EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
-  // Resent after a lost reply: reported again, not counted twice, no new token, and the
-  // lease restarts (the caller trusts it from the resend).
+  // Resent after a lost reply: reported again, not counted twice, and the lease restarts (the
+  // caller trusts it from the resend); a new token, as the first never reached the caller.
   c.execute({"PEXPIRE", name, "1000"});
   auto resent = acquire("A:1", "0");
-  EXPECT_EQ(resent.r.elements()[1].integer(), first);
+  const auto second = resent.r.elements()[1].integer();
+  EXPECT_GT(second, first);
+  EXPECT_EQ(c.execute({"GET", token}).str(), std::to_string(second));
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
   EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
 
   auto again = acquire("A:1", "1");
-  EXPECT_EQ(again.r.elements()[1].integer(), first) << "re-entry keeps the token";
+  EXPECT_EQ(again.r.elements()[1].integer(), 0) << "a re-entry keeps its first token: none issued";
+  EXPECT_EQ(c.execute({"GET", token}).str(), std::to_string(second)) << "counter untouched";
   EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "2");
 
   auto b = acquire("B:1", "0");
@@ -138,11 +141,29 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_TRUE(release("A:1", "1").r.is_nil());
 
   auto b2 = acquire("B:1", "0");
-  EXPECT_GT(b2.r.elements()[1].integer(), first) << "tokens strictly increase";
+  EXPECT_GT(b2.r.elements()[1].integer(), second) << "tokens strictly increase";
   release("B:1", "1");
-  // A counter ahead of the clock (Redisson's RFencedLock INCRs the same key) goes on by one.
+  // A counter ahead of the clock (a clock that went back, or Redisson's RFencedLock INCRing a
+  // per-lock counter) goes on by one.
   c.execute({"SET", token, "9000000000000000"});
   EXPECT_EQ(acquire("C:1", "0").r.elements()[1].integer(), 9000000000000001);
+  // The shared counter: another lock's first acquisition goes on from there too.
+  const auto other = dlock::test::unique_name("lock");
+  auto o = eval(c, dlock::scripts::mutex_acquire, {other, token}, {"30000", "D:1", "0"});
+  EXPECT_EQ(o.r.elements()[1].integer(), 9000000000000002);
+}
+
+// With fencing off the client passes the lock hash as the counter key: the script touches it
+// only as the lock, and the token is 0.
+TEST(scripts, mutex_acquire_without_fencing_touches_no_counter) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  auto a = eval(c, dlock::scripts::mutex_acquire, {name, name}, {"30000", "A:1", "0", "", "0", "0"});
+  ASSERT_FALSE(a.ec) << a.ec.message();
+  EXPECT_EQ(a.r.elements()[1].integer(), 0);
+  EXPECT_EQ(c.execute({"HGETALL", name}).elements().size(), 2u) << "the hold alone";
+  EXPECT_EQ(c.execute({"DBSIZE"}).integer(), 1);
 }
 
 // A lock, the keys its scripts touch beside it, and the mutex scripts called with the
@@ -151,7 +172,7 @@ class lock_scripts : public testing::Test {
  protected:
   result acquire(const std::string& owner, const std::string& ticket, const char* named = "0",
                  const char* valid_ms = "5000") {
-    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, k_.counter, k_.queue, k_.expiry},
+    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry},
                 {"30000", owner, "0", ticket, valid_ms, "1", named});
   }
   result release(const std::string& owner, const char* window) {
@@ -167,6 +188,7 @@ class lock_scripts : public testing::Test {
   dlock::client c_{dlock::config::from_uri(srv_.url())};
   const std::string name = dlock::test::unique_name("lock");
   const dlock::detail::lock_keys k_{name};
+  const std::string counter_{dlock::keys::shared_fencing_counter};
   const std::string& queue = k_.queue;
   const std::string& expiry = k_.expiry;
 };
@@ -334,7 +356,7 @@ TEST_F(lock_scripts, an_unlock_names_a_waiter_on_its_own_clients_channel_only) {
                                                    dlock::test::numsub(srv_, x_channel) == 1 &&
                                                    dlock::test::numsub(srv_, y_channel) == 1; }, 5s));
   auto acquire_by = [&](const std::string& client, const std::string& owner, const std::string& ticket) {
-    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, k_.counter, k_.queue, k_.expiry},
+    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry},
                 {"30000", owner, "0", ticket, "5000", "1", "0", client});
   };
   auto heard_after = [&](std::size_t before, std::size_t n) {

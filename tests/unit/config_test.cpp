@@ -154,10 +154,12 @@ TEST(config_from_uri, wait_policy) {
   EXPECT_EQ(parse_ok("redis://h?on_shortfall=fail").on_shortfall, dlock::config::shortfall_policy::fail);
 }
 
-TEST(config_from_uri, fencing_on_by_default_and_off_on_request) {
-  EXPECT_TRUE(parse_ok("redis://h").fencing);
-  EXPECT_TRUE(parse_ok("redis://h?fencing=on").fencing);
-  EXPECT_FALSE(parse_ok("redis://h?fencing=off").fencing);
+TEST(config_from_uri, fencing_shared_by_default_per_lock_or_off_on_request) {
+  using mode = dlock::config::fencing_mode;
+  EXPECT_EQ(parse_ok("redis://h").fencing, mode::shared);
+  EXPECT_EQ(parse_ok("redis://h?fencing=on").fencing, mode::shared);
+  EXPECT_EQ(parse_ok("redis://h?fencing=per-lock").fencing, mode::per_lock);
+  EXPECT_EQ(parse_ok("redis://h?fencing=off").fencing, mode::off);
 }
 
 TEST(config_from_uri, empty_parameters_are_skipped) {
@@ -244,6 +246,7 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h?foo=1", "redis://h?timeout", "redis://h?timeout=1s&bar", "redis://h?=1",
         "redis://h?io_threads=0", "redis://h?io_threads=x", "redis://h?name=a%20b",
         "redis://h?fencing=", "redis://h?fencing=yes", "redis://h?fencing=OFF",
+        "redis://h?fencing=per_lock", "redis://h?fencing=shared",
         "redis://h?wait_replicas=-1", "redis://h?wait_replicas=x", "redis://h?wait_replicas=65",
         "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
         "redis://h?handoff=", "redis://h?handoff=-1", "redis://h?handoff=61s", "redis://h?handoff=x",

@@ -1,5 +1,6 @@
 -- Acquire or re-enter a reentrant lock in Redisson's RLock layout, and issue a fencing token.
--- KEYS[1] lock hash (the lock's name), KEYS[2] fencing counter redisson_lock_token:{name},
+-- KEYS[1] lock hash (the lock's name), KEYS[2] fencing counter (dlock_fencing_counter, shared by
+-- every lock of the database; or the lock's own redisson_lock_token:{name}, config per-lock),
 -- KEYS[3] waiter queue dlock_lock_waiters:{name}, KEYS[4] waiter expiries
 -- dlock_lock_waiter_expiry:{name}
 -- ARGV[1] lease in ms, ARGV[2] owner field <client-uuid>:<thread-or-lease>,
@@ -7,14 +8,15 @@
 -- ARGV[4] the caller's waiter ticket ('' or absent: it will not wait),
 -- ARGV[5] how long its queue entry stays valid without a new attempt, in ms
 -- (KEYS[3], KEYS[4], ARGV[4] and ARGV[5] may be left out together: no queue),
--- ARGV[6] '0': issue no fencing token (the counter is not touched; the token is 0),
+-- ARGV[6] '0': issue no fencing token (KEYS[2] is not touched — the client then passes the lock
+-- hash there — and the token is 0),
 -- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
 -- queue); if it finds the lock taken after all, it goes back to the front, not the back,
 -- ARGV[8] the caller's client id: an unlock that names this waiter publishes its ticket on
 -- dlock_waiter__channel:<id>, which only that client listens to (absent: on KEYS[1]'s Redisson
 -- channel, as dlock did before; mutex_release.lua)
--- Returns {0, token} when the caller holds the lock (token: the counter, advanced on a first
--- acquisition only), {pttl} when another owner holds it, {-1} when the lock is kept for
+-- Returns {0, token} when the caller holds the lock (token: a first acquisition's fencing token;
+-- 0 for a re-entry, which keeps its first acquisition's), {pttl} when another owner holds it, {-1} when the lock is kept for
 -- another waiter (a hand-off, below: wait to be woken), or {-1, count} when the owner's field
 -- holds a count the caller does not expect (its local view is stale).
 -- Hand-off: an unlock that woke the queue's head left the lock hash as {'dlock:handoff':
@@ -23,11 +25,13 @@
 -- proceeds as on a free lock. (A named waiter that leaves instead passes it on: mutex_release.lua.)
 -- Fencing tokens: a first acquisition sets the counter to max(counter + 1, server time in
 -- microseconds) and returns it. Strictly increasing while the counter lives, like an INCR (and
--- Redisson's RFencedLock INCRs the same key); and when the counter is gone — a restart without
--- persistence, a failover that lost the last writes — still above every token issued before,
--- as long as the server's clock has not gone back by more than the time since.
+-- Redisson's RFencedLock INCRs redisson_lock_token:{name}, the per-lock counter); and when the
+-- counter is gone — a restart without persistence, a failover that lost the last writes —
+-- still above every token issued before, as long as the server's clock has not gone back by
+-- more than the time since. A shared counter increases across all locks, so per lock too.
 -- Idempotent: resent after a lost reply, an acquisition that was applied (count is already
--- ARGV[3] + 1) is reported again instead of counted twice.
+-- ARGV[3] + 1) is reported again instead of counted twice; a first acquisition's resend takes a
+-- new token (the counter may have moved on since, and the first token never reached anyone).
 -- Layout as Redisson: hash field owner -> hold count, PEXPIRE lease on the hash. A key of
 -- another type fails with WRONGTYPE (HGET), never reads as "held".
 -- The waiter queue (a dlock addition, invisible to Redisson): a caller that finds the lock held
@@ -104,9 +108,10 @@ end
 -- From here on the script writes. Nothing is written before every key it writes is known to be
 -- usable: Redis does not undo a script's earlier writes when a later command fails, so a bad
 -- counter must be found before the lock hash is touched (GET raises WRONGTYPE for a counter of
--- another type). A caller that finds the lock held (above) never reads the counter.
+-- another type). A caller that finds the lock held (above), or re-enters, never reads it.
+local first = fenced and have == 0
 local last = 0
-if fenced then
+if first then
   local text = redis.call('get', KEYS[2])
   if text then
     -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
@@ -121,17 +126,15 @@ if claim then
 end
 if held == have + 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
-  token = last
 else
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if fenced and have == 0 then
-    local now = redis.call('time')
-    token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
-    redis.call('set', KEYS[2], string.format('%.0f', token))
-  else
-    token = last
-  end
+end
+token = 0
+if first then
+  local now = redis.call('time')
+  token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  redis.call('set', KEYS[2], string.format('%.0f', token))
 end
 -- Out of the queue (see above: never fails the lock). A record goes with its entry (a release
 -- that popped the entry deleted it), so a caller that never queued costs one ZREM.
