@@ -19,12 +19,9 @@ std::int64_t to_int(const std::string& s) {
 }
 
 reply run_script(detail::client_impl& c, const std::string& name, std::error_code& ec) {
-  // The counter this client's acquisitions use (with fencing off, the shared one: what other
-  // clients of the database use by default).
-  const auto counter = c.cfg().fencing == config::fencing_mode::per_lock
-                           ? keys::fencing_counter(name)
-                           : std::string{keys::shared_fencing_counter};
-  const auto info = keys::holder_info(name);
+  // The counter this client's acquisitions advance; with fencing off none (the lock hash in its
+  // place: lock_inspect.lua reads no counter, so no ACL right to one is needed).
+  const auto counter = detail::fencing_counter_key(c.cfg(), name), info = keys::holder_info(name);
   return detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
     std::string_view ks[] = {name, counter, info};
     c.scripts().eval(scripts::lock_inspect, ks, {}, c.cfg().command_timeout, std::move(done));

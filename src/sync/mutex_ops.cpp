@@ -39,6 +39,15 @@ std::string fencing_counter_key(const config& cfg, std::string_view name) {
   return std::string{name};
 }
 
+std::string other_fencing_counter_key(const config& cfg, std::string_view name) {
+  switch (cfg.fencing) {
+    case config::fencing_mode::shared: return keys::fencing_counter(name);
+    case config::fencing_mode::per_lock: return std::string{keys::shared_fencing_counter};
+    case config::fencing_mode::off: break;
+  }
+  return {};
+}
+
 void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
                         std::string_view owner, std::uint32_t have,
                         std::string_view leaving_ticket, transport::reply_handler done) {

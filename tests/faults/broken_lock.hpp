@@ -3,7 +3,7 @@
 // flag them.
 //
 // Both take the lock with `SET name <owner> NX PX lease` (polling every 10 ms while it is held)
-// and a fencing token from INCR of dlock's fencing counter key.
+// and a fencing token from INCR of the per-lock counter redisson_lock_token:{name}.
 // - no_owner_check: the holder checks its lease locally (it stops at send time + lease, like a
 //   correct client) but releases with a plain DEL, so a holder whose lease ran out deletes the
 //   next holder's lock and a third process walks in beside the second.

@@ -15,6 +15,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "dlock/inspect.hpp"
 #include "dlock/keys.hpp"
 #include "dlock/mutex.hpp"
 #include "integration/test_util.hpp"
@@ -251,10 +252,11 @@ TEST(hostile, wrong_password_or_user_is_refused_at_once_on_every_path) {
 
 // ---- ACL: keys ---------------------------------------------------------------------------------
 
-// The user may write the lock key but not the fencing counter (a common ACL mistake: the counter
-// is dlock_fencing_counter, outside `~app:*`).
+// The user may write the lock key and dlock's other keys but not the fencing counter (a common
+// ACL mistake: the counter is dlock_fencing_counter, outside `~app:*`).
 TEST(hostile, no_permission_on_the_fencing_counter_leaves_no_lock_held) {
-  auto o = redis_server_options::with_app_user("pw", "~app:* &* +@all");
+  auto o = redis_server_options::with_app_user(
+      "pw", "~app:* ~dlock_lock_* ~redisson_lock_token:* ~redisson_lock__channel:* &* +@all");
   redis_server srv{o};
   dlock::client c{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + std::to_string(srv.port()))};
   const auto name = dlock::test::unique_name("app:lock");
@@ -263,6 +265,35 @@ TEST(hostile, no_permission_on_the_fencing_counter_leaves_no_lock_held) {
     EXPECT_FALSE(exists(srv, name));
     EXPECT_FALSE(exists(srv, counter));
   });
+}
+
+// With fencing off no counter is declared, so a user without a right to one can lock, unlock
+// and inspect (dlock status) — and the same user is refused with fencing on.
+TEST(hostile, fencing_off_needs_no_right_to_a_counter) {
+  auto o = redis_server_options::with_app_user("pw", "~app:* ~dlock_lock_* ~redisson_lock__channel:* &* +@all");
+  redis_server srv{o};
+  const auto url = "redis://app:pw@127.0.0.1:" + std::to_string(srv.port());
+  const auto name = dlock::test::unique_name("app:lock");
+  {
+    dlock::client c{dlock::config::from_uri(url + "?fencing=off")};
+    dlock::mutex m{c, name};
+    std::error_code ec;
+    EXPECT_TRUE(m.try_lock_for(500ms, ec)) << ec.message();
+    EXPECT_EQ(m.fencing_token(), 0u);
+    const auto status = dlock::inspect(c, name, ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_TRUE(status.held);
+    EXPECT_EQ(status.fencing_counter, 0u);
+    m.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_FALSE(exists(srv, name));
+  }
+  dlock::client fenced{dlock::config::from_uri(url)};
+  dlock::mutex m{fenced, name};
+  std::error_code ec;
+  EXPECT_FALSE(m.try_lock_for(500ms, ec));
+  EXPECT_EQ(ec, errc::no_permission) << ec.message();
+  EXPECT_FALSE(exists(srv, name));
 }
 
 // ---- OOM ---------------------------------------------------------------------------------------

@@ -668,31 +668,60 @@ TEST(mutex, one_shared_fencing_counter_serves_every_lock_and_stays_one_key) {
 }
 
 // fencing=per-lock: the lock's own counter, redisson_lock_token:{name}, which Redisson's
-// RFencedLock INCRs: tokens stay strictly increasing when both take turns on one name. Clients
-// of both modes on one name stay increasing too while the clock moves forward (both counters
-// start from the server's time).
-TEST(mutex, per_lock_fencing_uses_the_rfencedlock_counter) {
+// RFencedLock INCRs. Each mode reads the other's counter too (and advances it if it exists), so
+// tokens on one name stay strictly increasing whichever mode or RFencedLock takes it — also
+// when a counter is ahead of the clock (set here far ahead; in life, after a clock step back).
+TEST(mutex, per_lock_fencing_uses_the_rfencedlock_counter_and_modes_mix) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv, "fencing=per-lock")}, shared{config_for(srv)};
   const auto name = dlock::test::unique_name("lock");
   const auto counter = dlock::keys::fencing_counter(name);
+  const std::string shared_counter{dlock::keys::shared_fencing_counter};
   dlock::mutex m{c, name}, s{shared, name};
   m.lock();
   const auto first = m.fencing_token();
   EXPECT_EQ(srv.command({"GET", counter}), std::to_string(first));
-  EXPECT_EQ(srv.command({"EXISTS", std::string{dlock::keys::shared_fencing_counter}}), ":0");
+  EXPECT_EQ(srv.command({"EXISTS", shared_counter}), ":0") << "read, never created";
   m.unlock();
-  // What RFencedLock's acquisition does to the counter, then dlock's again.
-  const auto redisson = std::stoull(srv.command({"INCR", counter}).substr(1));
-  EXPECT_EQ(redisson, first + 1);
+  srv.command({"SET", counter, "9000000000000000"});
   m.lock();
-  EXPECT_GT(m.fencing_token(), redisson);
-  const auto mine = m.fencing_token();
+  EXPECT_EQ(m.fencing_token(), 9000000000000001u) << "the lock's own counter, not the clock";
   m.unlock();
+  EXPECT_EQ(srv.command({"INCR", counter}), ":9000000000000002") << "what RFencedLock does";
   s.lock();
-  EXPECT_GT(s.fencing_token(), mine);
+  EXPECT_EQ(s.fencing_token(), 9000000000000003u) << "the shared mode reads the lock's counter";
   s.unlock();
-  EXPECT_EQ(dlock::inspect(c, name).fencing_counter, mine) << "status reads the lock's own counter";
+  EXPECT_EQ(srv.command({"GET", counter}), "9000000000000003") << "and advances it, as it exists";
+  EXPECT_EQ(srv.command({"GET", shared_counter}), "9000000000000003");
+  srv.command({"SET", shared_counter, "9000000001000000"});
+  m.lock();
+  EXPECT_EQ(m.fencing_token(), 9000000001000001u) << "the per-lock mode reads the shared counter";
+  m.unlock();
+  EXPECT_EQ(srv.command({"GET", shared_counter}), "9000000001000001");
+  EXPECT_EQ(dlock::inspect(c, name).fencing_counter, 9000000001000001u) << "status: the lock's own";
+  // Another name: the per-lock client leaves the shared counter to the shared clients' tokens.
+  dlock::mutex fresh{c, dlock::test::unique_name("lock")};
+  fresh.lock();
+  EXPECT_GT(fresh.fencing_token(), 9000000001000001u);
+  fresh.unlock();
+}
+
+// An upgrade from dlock before the shared counter: the per-name counters it left are read, so
+// tokens go on above them (even ahead of the clock), and kept current for RFencedLock's INCR.
+TEST(mutex, the_shared_counter_goes_on_from_an_old_per_lock_counter) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  const auto old = dlock::keys::fencing_counter(name);
+  srv.command({"SET", old, "8000000000000000"});
+  dlock::mutex m{c, name};
+  m.lock();
+  EXPECT_EQ(m.fencing_token(), 8000000000000001u);
+  m.unlock();
+  EXPECT_EQ(srv.command({"INCR", old}), ":8000000000000002");
+  m.lock();
+  EXPECT_EQ(m.fencing_token(), 8000000000000003u);
+  m.unlock();
 }
 
 // Tokens are max(counter + 1, server time in us): a server restarted without persistence

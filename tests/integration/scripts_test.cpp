@@ -153,6 +153,25 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_EQ(o.r.elements()[1].integer(), 9000000000000002);
 }
 
+// KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
+TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto k = dlock::detail::lock_keys{name};
+  const std::string shared{dlock::keys::shared_fencing_counter};
+  const auto own = dlock::keys::fencing_counter(name);
+  c.execute({"SET", own, "not a number"});
+  auto r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
+  EXPECT_EQ(r.ec, dlock::errc::server_error) << r.ec.message();
+  EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 0) << "no lock left held";
+  EXPECT_EQ(c.execute({"EXISTS", shared}).integer(), 0);
+  c.execute({"SET", own, "41"});
+  r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(c.execute({"GET", own}).str(), std::to_string(r.r.elements()[1].integer())) << "advanced";
+}
+
 // With fencing off the client passes the lock hash as the counter key: the script touches it
 // only as the lock, and the token is 0.
 TEST(scripts, mutex_acquire_without_fencing_touches_no_counter) {

@@ -1,5 +1,6 @@
 -- A consistent snapshot of a lock, for inspect() / `dlock status`.
--- KEYS[1] lock hash, KEYS[2] fencing counter, KEYS[3] holder descriptions (keys::holder_info)
+-- KEYS[1] lock hash, KEYS[2] fencing counter (KEYS[1] again: none, fencing off), KEYS[3] holder
+-- descriptions (keys::holder_info)
 -- Returns {type of KEYS[1], HGETALL KEYS[1] (or {} if not a hash), PTTL KEYS[1],
 --          counter or false, HGETALL KEYS[3]}.
 local kind = redis.call('type', KEYS[1])['ok']
@@ -7,5 +8,6 @@ local fields = {}
 if kind == 'hash' then
   fields = redis.call('hgetall', KEYS[1])
 end
-return {kind, fields, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]),
-        redis.call('hgetall', KEYS[3])}
+local counter = false
+if KEYS[2] ~= KEYS[1] then counter = redis.call('get', KEYS[2]) end
+return {kind, fields, redis.call('pttl', KEYS[1]), counter, redis.call('hgetall', KEYS[3])}

@@ -2,7 +2,8 @@
 -- KEYS[1] lock hash (the lock's name), KEYS[2] fencing counter (dlock_fencing_counter, shared by
 -- every lock of the database; or the lock's own redisson_lock_token:{name}, config per-lock),
 -- KEYS[3] waiter queue dlock_lock_waiters:{name}, KEYS[4] waiter expiries
--- dlock_lock_waiter_expiry:{name}
+-- dlock_lock_waiter_expiry:{name}, KEYS[5] (optional; needs KEYS[3] and KEYS[4]) the other fencing
+-- counter, read and, if it exists, advanced too (below)
 -- ARGV[1] lease in ms, ARGV[2] owner field <client-uuid>:<thread-or-lease>,
 -- ARGV[3] the hold count the caller has now (0 for a first acquisition),
 -- ARGV[4] the caller's waiter ticket ('' or absent: it will not wait),
@@ -111,14 +112,33 @@ end
 -- another type). A caller that finds the lock held (above), or re-enters, never reads it.
 local first = fenced and have == 0
 local last = 0
+local other_exists = false
 if first then
-  local text = redis.call('get', KEYS[2])
-  if text then
+  -- KEYS[5], when given, is the other kind of counter (the lock's own beside the shared one, or
+  -- the shared one beside the lock's own): read too, so that tokens stay above whatever either
+  -- issued — clients of both modes on one name, RFencedLock's INCRs, a counter that remembers
+  -- a clock step back, an upgrade from the per-lock layout — and advanced if it exists, so that
+  -- whoever counts on it next (RFencedLock INCRs it) goes on from here. Never created.
+  local function read(key)
+    local text = redis.call('get', key)
+    if not text then return nil end
     -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
     if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
-      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer below 2^53')
+      return nil, redis.error_reply('ERR fencing counter ' .. key .. ' is not an integer below 2^53')
     end
-    last = tonumber(text)
+    return tonumber(text)
+  end
+  local mine, bad = read(KEYS[2])
+  if bad then return bad end
+  last = mine or 0
+  if KEYS[5] then
+    local other
+    other, bad = read(KEYS[5])
+    if bad then return bad end
+    if other then
+      other_exists = true
+      last = math.max(last, other)
+    end
   end
 end
 if claim then
@@ -135,6 +155,7 @@ if first then
   local now = redis.call('time')
   token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
   redis.call('set', KEYS[2], string.format('%.0f', token))
+  if other_exists then redis.call('set', KEYS[5], string.format('%.0f', token)) end
 end
 -- Out of the queue (see above: never fails the lock). A record goes with its entry (a release
 -- that popped the entry deleted it), so a caller that never queued costs one ZREM.
