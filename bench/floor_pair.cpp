@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
     const auto iterations = opt.integer("iterations", 20000);
     const auto warmup = opt.integer("warmup", 500);
     const std::string name = opt.str("name", "bench:floor:pair");
-    const std::string token_key{dlock::keys::shared_fencing_counter};  // as lock() sends it
+    // As lock() sends them: the shared counter, and the lock's own, read too (KEYS[5]).
+    const std::string token_key{dlock::keys::shared_fencing_counter};
+    const std::string own_token_key = dlock::keys::fencing_counter(name);
     const std::string channel = dlock::keys::lock_channel(name);
     const std::string queue = dlock::keys::waiter_queue(name), expiry = dlock::keys::waiter_expiry(name);
     // The arguments dlock's lock() sends: a waiter ticket, its queue entry's validity and the
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
     load(c, dlock::scripts::mutex_release);
 
     const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
-                                           "4", name, token_key, queue, expiry, lease, owner, "0",
+                                           "5", name, token_key, queue, expiry, own_token_key, lease, owner, "0",
                                            ticket, valid_ms, "1", "0", client_id};
     const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
                                            "4", name, channel, queue, expiry, "0", lease, owner, "1",

@@ -258,9 +258,10 @@ class Runner:
         n_acq, n_rel, preload = self.size["c50_acq_n"], self.size["c50_rel_n"], self.size["c50_preload"]
         acq = self.redis_benchmark([
             "-c", "50", "-P", "1", "-n", str(n_acq), "-r", "1000000000",
-            "EVALSHA", shas["mutex_acquire"], "4", "bench:floor:lock:__rand_int__",
+            "EVALSHA", shas["mutex_acquire"], "5", "bench:floor:lock:__rand_int__",
             "dlock_fencing_counter", "bench:floor:queue:__rand_int__",
-            "bench:floor:expiry:__rand_int__", "30000", OWNER, "0",
+            "bench:floor:expiry:__rand_int__", "redisson_lock_token:{bench:floor:lock:__rand_int__}",
+            "30000", OWNER, "0",
             "8589934593", "4000", "1", "0", CLIENT_ID])
         acq_rps = list(acq.values())[0]["rps"]
         self.flush()
@@ -853,8 +854,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("How the `-c 50 -P 1` floor is measured: the scripts are loaded with `SCRIPT LOAD` (the SHA is "
         "checked against the file's). Acquire: %s requests on `bench:floor:lock:__rand_int__` with `-r 10^9`, "
         "so practically every request takes a free lock by the full first-acquisition path (HGET, EXISTS, "
-        "GET of the fencing counter, HINCRBY, PEXPIRE, TIME, SET of the counter, ZREM and HDEL of its waiter "
-        "ticket — the arguments `lock()` sends). Release: %s locks `bench:floor:held:%%012d` are "
+        "GET of the shared fencing counter and of the lock's own, HINCRBY, PEXPIRE, TIME, SET of the counter, "
+        "ZREM of its waiter ticket — the arguments `lock()` sends). Release: %s locks `bench:floor:held:%%012d` are "
         "first created held (count 1, same owner) by one server-side loop, then %s releases run on "
         "`bench:floor:held:__rand_int__` with `-r %s`; a release that finds its lock held takes the full "
         "path (HGET, DEL, EXISTS of the waiter queue, PUBLISH) — %s of them did (measured from `cmdstat_del`), the rest hit a "
