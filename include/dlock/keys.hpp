@@ -37,7 +37,8 @@ inline std::string lock_channel(std::string_view name) {
 inline constexpr std::string_view shared_fencing_counter = "dlock_fencing_counter";
 
 // The fencing counter of `name` alone, as Redisson's RFencedLock keeps it (config
-// fencing=per-lock, for locks that Redisson's RFencedLock also takes).
+// fencing=per-lock, for locks that Redisson's RFencedLock also takes). The default mode reads it
+// too, and sets it if it exists, so tokens stay above it; it never creates it.
 inline std::string fencing_counter(std::string_view name) {
   return prefixed("redisson_lock_token", name);
 }

@@ -40,8 +40,7 @@ class acquire_op final : public waiter,
         done_{std::move(done)},
         timer_{c.strand()},
         keys_{hold_->name},
-        counter_{fencing_counter_key(c.cfg(), hold_->name)},
-        other_counter_{other_fencing_counter_key(c.cfg(), hold_->name)},
+        counters_{c.cfg(), hold_->name},
         lease_ms_{std::to_string(hold_->lease.count())} {
     // Only a caller that will wait takes a place in the lock's waiter queue.
     if (!deadline_ || *deadline_ > clock::now()) {
@@ -126,8 +125,9 @@ class acquire_op final : public waiter,
     auto valid = c_.cfg().wait_recheck;
     if (deadline_) valid = std::min(valid, std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - sent));
     const auto valid_ms = std::to_string(std::max<std::int64_t>(valid.count(), 0) + 1000);
-    const std::string_view keys_all[] = {keys_.name, counter_, keys_.queue, keys_.expiry, other_counter_};
-    const std::span<const std::string_view> keys{keys_all, other_counter_.empty() ? 4u : 5u};
+    const std::string_view keys_all[] = {keys_.name, counters_.advanced, keys_.queue, keys_.expiry,
+                                         counters_.other};
+    const std::span<const std::string_view> keys{keys_all, counters_.other.empty() ? 4u : 5u};
     sent_ticket_ = !unqueued_ && !ticket_.empty();
     std::string_view args[] = {lease_ms_, hold_->owner, have,
                                sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
@@ -364,8 +364,7 @@ class acquire_op final : public waiter,
   completion<std::shared_ptr<hold_state>> done_;
   asio::steady_timer timer_;
   const lock_keys keys_;
-  const std::string counter_;        // fencing_counter_key()
-  const std::string other_counter_;  // other_fencing_counter_key(): empty with fencing off
+  const fencing_counters counters_;
   const std::string lease_ms_;
   std::string ticket_;  // empty: a try without waiting, not queued
   std::optional<clock::time_point> ambiguous_since_;

@@ -21,9 +21,10 @@ std::int64_t to_int(const std::string& s) {
 reply run_script(detail::client_impl& c, const std::string& name, std::error_code& ec) {
   // The counter this client's acquisitions advance; with fencing off none (the lock hash in its
   // place: lock_inspect.lua reads no counter, so no ACL right to one is needed).
-  const auto counter = detail::fencing_counter_key(c.cfg(), name), info = keys::holder_info(name);
+  const detail::fencing_counters counters{c.cfg(), name};
+  const auto info = keys::holder_info(name);
   return detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
-    std::string_view ks[] = {name, counter, info};
+    std::string_view ks[] = {name, counters.advanced, info};
     c.scripts().eval(scripts::lock_inspect, ks, {}, c.cfg().command_timeout, std::move(done));
   });
 }

@@ -30,22 +30,14 @@ lock_keys::lock_keys(const std::string& lock_name)
       queue{keys::waiter_queue(lock_name)},
       expiry{keys::waiter_expiry(lock_name)} {}
 
-std::string fencing_counter_key(const config& cfg, std::string_view name) {
-  switch (cfg.fencing) {
-    case config::fencing_mode::shared: return std::string{keys::shared_fencing_counter};
-    case config::fencing_mode::per_lock: return keys::fencing_counter(name);
-    case config::fencing_mode::off: break;
+fencing_counters::fencing_counters(const config& cfg, std::string_view name) {
+  if (cfg.fencing == config::fencing_mode::off) {
+    advanced = name;
+    return;
   }
-  return std::string{name};
-}
-
-std::string other_fencing_counter_key(const config& cfg, std::string_view name) {
-  switch (cfg.fencing) {
-    case config::fencing_mode::shared: return keys::fencing_counter(name);
-    case config::fencing_mode::per_lock: return std::string{keys::shared_fencing_counter};
-    case config::fencing_mode::off: break;
-  }
-  return {};
+  advanced = keys::shared_fencing_counter;
+  other = keys::fencing_counter(name);
+  if (cfg.fencing == config::fencing_mode::per_lock) advanced.swap(other);
 }
 
 void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,

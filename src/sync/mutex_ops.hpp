@@ -61,13 +61,15 @@ struct lock_keys {
   std::string channel, queue, expiry;
 };
 
-// The fencing counter an acquisition of `name` advances (config::fencing): the shared counter,
-// the lock's own (per_lock), or, with fencing off, the lock hash itself — the script then
-// touches no counter, and an ACL user needs no right to one.
-std::string fencing_counter_key(const config& cfg, std::string_view name);
-// The other kind of counter, which the acquisition reads too and advances only if it exists
-// (mutex_acquire.lua, KEYS[5]); empty with fencing off.
-std::string other_fencing_counter_key(const config& cfg, std::string_view name);
+// The fencing counters an acquisition of `name` declares (config::fencing, mutex_acquire.lua):
+// `advanced`, the one it sets (KEYS[2]): the shared counter, or the lock's own (per_lock); and
+// `other`, the other kind, which it reads too and sets only if it exists (KEYS[5]). With
+// fencing off `advanced` is the lock hash itself and `other` empty: the script touches no
+// counter, and an ACL user needs no right to one.
+struct fencing_counters {
+  fencing_counters(const config& cfg, std::string_view name);
+  std::string advanced, other;
+};
 
 // Sends mutex_release.lua (with the client's hand-off window): one hold of `owner`, which has
 // `have` holds now (a partial release resets the lease to `lease`); or, with `leaving_ticket`,
