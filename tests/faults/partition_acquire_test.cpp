@@ -75,6 +75,10 @@ void lost_acquire_reply(bool long_partition) {
   ASSERT_FALSE(ok) << "no reply can come back: success is impossible here";
   EXPECT_TRUE(ambiguous(ec)) << ec.message();
   const bool held_at_return = !none_of_ours(holder, other, name);
+  // Applied once, however often it was resent: one hold (a resend draws a new token, so the
+  // counter no longer shows it).
+  const auto counts = other.execute({"HVALS", name});
+  for (const auto& count : counts.elements()) EXPECT_EQ(count.str(), "1");
   const auto outage = long_partition ? 3000ms : 0ms;
   ASSERT_TRUE(wait_until([&] { return steady::now() - returned >= outage; }, outage + 1s));
   proxy.pass();

@@ -460,7 +460,7 @@ TEST(waiters, a_ticket_on_the_own_channel_wakes_its_waiter_on_any_lock) {
   EXPECT_TRUE(late.wake_pending);
 }
 
-TEST(waiters, the_own_channels_subscription_wakes_everyone_and_its_refusal_unqueues_everyone) {
+TEST(waiters, the_own_channels_resubscription_wakes_everyone_and_its_refusal_unqueues_everyone) {
   fake_subscriber sub;
   auto reg = sub.make_registry(own);
   fake_waiter a1, b1;
