@@ -161,6 +161,11 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
     }
     return true;
   }
+  if (key == "caller_io") {
+    if (value != "on" && value != "off") return st.fail("caller_io must be on or off, got '" + value + "'");
+    cfg.caller_io = value == "on";
+    return true;
+  }
   if (key == "io_threads") {
     std::uint64_t n = 0;
     if (!parse_uint(value, n) || n == 0 || n > 64) return st.fail("io_threads must be 1..64");

@@ -32,6 +32,9 @@
 //   on_shortfall  fewer replicas acknowledged in time: `fail` (default) gives the lock back
 //                 and reports errc::no_replicas; `accept` keeps it and marks the lease
 //                 unreplicated (lease::replicated() == false)
+//   caller_io     `on` (default): a blocking lock()/try_lock*/unlock() sends its script and
+//                 reads the reply on the calling thread, over a second connection (see
+//                 caller_io below); `off`: every call goes through the client's I/O thread
 //   handoff       how long an unlock keeps the lock for the waiter it wakes (default 100ms;
 //                 `0` = no hand-off: whoever asks first after an unlock takes the lock)
 //
@@ -82,6 +85,13 @@ struct config {
   std::size_t max_name_length = 1024;                 // longest lock name accepted (bytes)
   std::string client_name = "dlock";
   unsigned io_threads = 1;
+  // The blocking calls of dlock::mutex (lock, try_lock*, unlock) do their I/O on the calling
+  // thread when they can: over one more connection to the server, used by one thread at a
+  // time, they write the script and sleep until its reply, instead of handing the command to
+  // the I/O thread and being woken by it (two thread switches per command). A call that finds
+  // that connection busy, or has to wait for the lock, goes through the I/O thread as before.
+  // Not used with TLS or wait_replicas (WAIT counts the writes of the connection that sends it).
+  bool caller_io = true;
   // Where fencing tokens come from (see `fencing` above).
   enum class fencing_mode { off, shared, per_lock };
   fencing_mode fencing = fencing_mode::shared;

@@ -46,6 +46,9 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
   sub_cfg.client_name += sub_cfg.client_name.empty() ? "" : ":sub";
   sub_ = std::make_shared<transport::subscriber>(strand_, std::move(sub_cfg), tls);
   runner_ = std::make_unique<scripts::runner>(conn_);
+  if (!ec && cfg_.caller_io && !cfg_.tls.enabled && cfg_.wait_replicas == 0) {
+    caller_ = std::make_unique<transport::caller_channel>(cfg_, *conn_);
+  }
   watchdog_ = std::make_unique<detail::watchdog>(strand_, *runner_, cfg_.command_timeout,
                                                  cfg_.watchdog_lease);
   waiters_ = std::make_unique<waiter_registry>(
@@ -115,6 +118,8 @@ void client_impl::shutdown(std::error_code& ec) {
     std::lock_guard lock{gate_};
     if (stopped_.exchange(true)) return;
   }
+  // After the turn in progress, if any: its caller sees stopped() and gives back what it took.
+  if (caller_) caller_->close_for_good();
   // Abort what still runs — waiters leave the lock's queue (passing on a hand-off kept for
   // them), an acquire attempt in flight is given back if it was applied — then let all that
   // was sent on its way (fire-and-forget releases too) reach the server before the link

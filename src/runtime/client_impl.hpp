@@ -22,6 +22,7 @@
 #include "runtime/waiters.hpp"
 #include "runtime/watchdog.hpp"
 #include "scripts/runner.hpp"
+#include "transport/caller_channel.hpp"
 #include "transport/connection.hpp"
 #include "transport/subscriber.hpp"
 
@@ -86,11 +87,14 @@ class client_impl {
     asio::post(asio::system_executor{},
                [done = std::move(done)]() mutable { done(errc::shutdown, T{}...); });
   }
-  // Posts fn to the strand unless the client is shut down (then drops it). Thread-safe.
+  // Posts fn to the strand unless the client is shut down (then drops it and returns false).
+  // Thread-safe; like post_or_shutdown, what it posts runs before shutdown's sweep.
   template <class Fn>
-  void post_if_running(Fn fn) {
+  bool post_if_running(Fn fn) {
     std::lock_guard lock{gate_};
-    if (!stopped_.load()) asio::post(strand_, std::move(fn));
+    if (stopped_.load()) return false;
+    asio::post(strand_, std::move(fn));
+    return true;
   }
   // Strand only: operations to abort with errc::shutdown at shutdown.
   void track(abortable* op) { ops_.insert(op); }
@@ -98,6 +102,18 @@ class client_impl {
   // Strand only: acquisitions being given back in the background, by "<owner> <name>", with the
   // id of the operation doing it; a new acquire by the same owner erases the entry (sync/acquire).
   std::unordered_map<std::string, std::uintptr_t>& undoing() noexcept { return undoing_; }
+  // The caller's channel for a blocking call on the calling thread (transport/caller_channel.hpp),
+  // or an empty turn: none configured, busy, shut down, not connected, or an acquisition of this
+  // client is being given back in the background (that give-back must reach the server before
+  // any new acquire: one connection keeps the order). Thread-safe.
+  transport::caller_channel::turn caller_turn(transport::clock::time_point deadline) {
+    if (!caller_ || stopped_.load() || undos_.load() != 0) return {};
+    return caller_->take(deadline);
+  }
+  // Calls made on the caller's channel (for tests and metrics).
+  std::uint64_t caller_calls() const noexcept { return caller_ ? caller_->calls() : 0; }
+  // Strand only: after changing undoing().
+  void undos_changed() { undos_.store(undoing_.size()); }
   // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
   void warn(warning w, const std::string& message);
 
@@ -115,6 +131,8 @@ class client_impl {
   std::shared_ptr<transport::connection> conn_;
   std::shared_ptr<transport::subscriber> sub_;
   std::unique_ptr<scripts::runner> runner_;
+  std::unique_ptr<transport::caller_channel> caller_;  // null: not used (config::caller_io)
+  std::atomic<std::size_t> undos_{0};  // undoing_.size(), readable from any thread
   std::unique_ptr<detail::watchdog> watchdog_;
   std::unique_ptr<waiter_registry> waiters_;
   hold_table holds_;

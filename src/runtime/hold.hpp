@@ -32,6 +32,7 @@ struct hold_state {
   std::atomic<std::uint32_t> count{0};   // holds confirmed by Redis (reentrancy)
   std::atomic<bool> lost{false};         // the lease may be gone: never trust this hold again
   std::atomic<bool> releasing{false};    // a release is in flight (at most one at a time)
+  std::atomic<int> renewing{0};          // watchdog renewals in flight (see watchdog::renew)
   // False when config::wait_replicas replicas did not acknowledge the first acquisition in time
   // and config::on_shortfall is accept.
   std::atomic<bool> replicated{true};

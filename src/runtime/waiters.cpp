@@ -17,8 +17,9 @@ std::uint32_t waiter_registry::random_tag() {
 }
 
 std::uint64_t waiter_registry::make_ticket() {
-  if (++next_ == 0) ++next_;  // a ticket's low half is never 0 (so it is never a bare tag)
-  return (std::uint64_t{tag_} << 32) | next_;
+  std::uint32_t n = 0;
+  while (n == 0) n = ++next_;  // a ticket's low half is never 0 (so it is never a bare tag)
+  return (std::uint64_t{tag_} << 32) | n;
 }
 
 std::uint64_t waiter_registry::parse_ticket(std::string_view payload) {

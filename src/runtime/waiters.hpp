@@ -75,7 +75,7 @@ class waiter_registry {
         tag_{random_tag()},
         next_{random_tag()} {}
 
-  // A ticket for a new waiter of this client: this client's random tag in the high 32 bits
+  // A ticket for a new waiter of this client (thread-safe): this client's random tag in the high 32 bits
   // (never 0, so a ticket is never the message 0 or 1), a counter in the low ones.
   std::uint64_t make_ticket();
   static std::string ticket_text(std::uint64_t t) { return std::to_string(t); }
@@ -133,7 +133,7 @@ class waiter_registry {
   // the waiter its wake-up. Bounded; oldest dropped.
   std::deque<std::uint64_t> named_early_;
   std::uint32_t tag_;  // this client's ticket prefix
-  std::uint32_t next_;  // ticket counter, from a random start (clients sharing a tag rarely collide)
+  std::atomic<std::uint32_t> next_;  // ticket counter, from a random start (clients sharing a tag rarely collide)
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::size_t> channel_count_{0};
 };

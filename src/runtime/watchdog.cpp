@@ -127,20 +127,39 @@ void watchdog::check_all() {
   if (!batch.empty()) renew(batch, true);
 }
 
-void watchdog::renew(const std::vector<renewal_schedule::id>& batch, bool check_only) {
+void watchdog::renew(const std::vector<renewal_schedule::id>& ids, bool check_only) {
   std::vector<std::string_view> keys, args;
   // Only watchdog holds are renewed, and they all have the watchdog lease.
   auto lease = check_only ? std::string{"0"} : std::to_string(watchdog_lease_.count());
   args.push_back(lease);
-  for (auto id : batch) {
-    auto& h = *holds_.at(id);
-    keys.push_back(h.name);
-    args.push_back(h.owner);
+  const auto now = clock::now();
+  std::vector<renewal_schedule::id> batch;
+  std::vector<std::shared_ptr<hold_state>> held;
+  batch.reserve(ids.size());
+  held.reserve(ids.size());
+  for (auto id : ids) {
+    const auto& h = holds_.at(id);
+    // A release sent from its caller's thread (sync/release.cpp) may be on its way on the
+    // caller's channel: a renewal arriving after it would find the hold gone and call it lost,
+    // or extend the caller's next hold of the same name. Renewing and releasing each announce
+    // themselves first and back off when the other is on (seq_cst: one of them sees the other).
+    h->renewing.fetch_add(1);
+    if (h->releasing.load()) {
+      h->renewing.fetch_sub(1);
+      if (!check_only) schedule_.failed(id, now + std::chrono::milliseconds{100});
+      continue;
+    }
+    batch.push_back(id);
+    held.push_back(h);
+    keys.push_back(h->name);
+    args.push_back(h->owner);
   }
+  if (batch.empty()) return;
   const auto sent = clock::now();
   if (!check_only) ++renewals_sent_;
   scripts_.eval(scripts::mutex_renew, keys, args, command_timeout_,
-                [this, alive = alive_, batch, sent, check_only](std::error_code ec, reply r) {
+                [this, alive = alive_, batch, held = std::move(held), sent, check_only](std::error_code ec, reply r) {
+                  for (const auto& h : held) h->renewing.fetch_sub(1);
                   if (!*alive) return;
                   const bool answered = !ec && r.is_array() && r.elements().size() == batch.size();
                   for (std::size_t i = 0; i < batch.size(); ++i) {

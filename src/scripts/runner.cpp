@@ -7,16 +7,25 @@
 
 namespace dlock::scripts {
 
-void runner::eval(const script& s, std::span<const std::string_view> keys,
-                  std::span<const std::string_view> argv, transport::clock::duration timeout,
-                  transport::reply_handler handler) const {
+std::string encode_evalsha(const script& s, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> argv) {
   const auto nkeys = std::to_string(keys.size());
   std::vector<std::string_view> args;
   args.reserve(3 + keys.size() + argv.size());
   args.insert(args.end(), {"EVALSHA", s.sha1, nkeys});
   args.insert(args.end(), keys.begin(), keys.end());
   args.insert(args.end(), argv.begin(), argv.end());
-  std::string payload = resp::encode_command(args);
+  return resp::encode_command(args);
+}
+
+void runner::eval(const script& s, std::span<const std::string_view> keys,
+                  std::span<const std::string_view> argv, transport::clock::duration timeout,
+                  transport::reply_handler handler) const {
+  eval_encoded(s, encode_evalsha(s, keys, argv), timeout, std::move(handler));
+}
+
+void runner::eval_encoded(const script& s, std::string payload, transport::clock::duration timeout,
+                          transport::reply_handler handler) const {
   std::string retry = payload;
   conn_->submit(
       std::move(payload), timeout,

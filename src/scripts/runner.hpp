@@ -6,12 +6,17 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "scripts/script.hpp"
 #include "transport/connection.hpp"
 
 namespace dlock::scripts {
+
+// The EVALSHA request for `s` with these keys and arguments.
+std::string encode_evalsha(const script& s, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> argv);
 
 class runner {
  public:
@@ -21,6 +26,10 @@ class runner {
   void eval(const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> argv, transport::clock::duration timeout,
             transport::reply_handler handler) const;
+
+  // The same with the request already encoded (encode_evalsha).
+  void eval_encoded(const script& s, std::string request, transport::clock::duration timeout,
+                    transport::reply_handler handler) const;
 
   // SCRIPT LOADs of scripts that were not in the server's cache (for tests and metrics).
   std::uint64_t reloads() const noexcept { return reloads_->load(); }

@@ -59,10 +59,66 @@ class acquire_op final : public waiter,
     // A give-back still running for an earlier acquisition by this owner must stop before this
     // one's first attempt goes out: it would delete what this op acquires (same owner field,
     // same count). One connection keeps order, so what it already sent runs before our attempt.
-    if (!c_.undoing().empty()) c_.undoing().erase(undo_key());  // (no key to build on the usual path)
+    if (!c_.undoing().empty()) {  // (no key to build on the usual path)
+      c_.undoing().erase(undo_key());
+      c_.undos_changed();
+    }
     c_.track(this);
     tracked_ = true;
     attempt();
+  }
+
+  // The calling thread of a blocking acquire (config::caller_io), before the op is shared: the
+  // first attempt goes out on the caller's channel. A clean acquisition (first or re-entry)
+  // completes here, on the caller's thread; anything else — held elsewhere, an error reply, no
+  // reply — carries on on the strand exactly as if that attempt had been sent from there
+  // (resume()). Without a turn on the channel the op starts on the strand.
+  void start_from_caller() {
+    auto turn = hold_->lost ? transport::caller_channel::turn{}
+                            : c_.caller_turn(clock::now() + budget(clock::now()));
+    if (!turn) {
+      auto self = shared_from_this();
+      return c_.post_or_shutdown(std::move(done_), [self](auto done) {
+        self->done_ = std::move(done);
+        self->start();
+      });
+    }
+    const auto sent = clock::now();
+    const auto request = next_attempt(sent);
+    reply r;
+    const auto ec = turn.eval(scripts::mutex_acquire, request, sent + budget(sent), r);
+    if (!ec && !c_.stopped()) {
+      if (auto token = clean_acquisition(r, sent)) {
+        const bool first = hold_->count.fetch_add(1) == 0;
+        if (first) {
+          hold_->token = *token;
+          hold_->trusted_until = renewal_schedule::trusted_until(sent, hold_->lease).time_since_epoch().count();
+        }
+        // The watchdog lives on the strand; a release of this hold comes after this post.
+        if (c_.post_if_running([&c = c_, h = hold_, sent, first] {
+              if (first) {
+                if (!h->lost) c.watchdog().add(h, sent);
+              } else {
+                c.watchdog().refreshed(*h, sent);  // the script reset the lease
+              }
+            })) {
+          return finish_on_caller({});
+        }
+        hold_->count.fetch_sub(1);  // shut down meanwhile: give it back, below
+      }
+    }
+    auto self = shared_from_this();
+    if (c_.post_if_running([self, ec, r = std::move(r), sent] { self->resume(ec, r, sent); })) return;
+    // Shut down meanwhile (shutdown waits for this turn): give back exactly this attempt's
+    // acquisition if it was applied, and leave the queue if it entered it.
+    const auto until = clock::now() + std::min<clock::duration>(c_.cfg().command_timeout, std::chrono::milliseconds{250});
+    reply ignored;
+    turn.eval(scripts::mutex_release,
+              encode_mutex_release(c_.cfg(), keys_, lease_ms_, hold_->owner, sent_have_ + 1, {}), until, ignored);
+    if (sent_ticket_) {
+      turn.eval(scripts::mutex_release, encode_mutex_release(c_.cfg(), keys_, "0", "", 0, ticket_), until, ignored);
+    }
+    finish_on_caller(errc::shutdown);
   }
 
   void wake() override {
@@ -100,6 +156,32 @@ class acquire_op final : public waiter,
   }
 
  private:
+  // Strand: the first attempt went out on the caller's channel (start_from_caller); its
+  // outcome is handled as any attempt's.
+  void resume(std::error_code ec, const reply& r, clock::time_point sent) {
+    c_.track(this);
+    tracked_ = true;
+    on_reply(ec, r, sent);
+  }
+
+  // The token of an acquisition that on_reply() would take as it is (config::wait_replicas is
+  // 0 wherever the caller's channel is used), and that is still trusted; nullopt otherwise.
+  std::optional<std::uint64_t> clean_acquisition(const reply& r, clock::time_point sent) const {
+    if (!r.is_array() || hold_->lost) return std::nullopt;
+    const auto& e = r.elements();
+    if (e.size() != 2 || !e[0].is_integer() || e[0].integer() != 0 || !e[1].is_integer()) return std::nullopt;
+    if (clock::now() >= renewal_schedule::trusted_until(sent, hold_->lease)) return std::nullopt;
+    return static_cast<std::uint64_t>(e[1].integer());
+  }
+
+  // Completes an op that never reached the strand (start_from_caller).
+  void finish_on_caller(std::error_code ec) {
+    finished_ = true;
+    attempting = false;
+    auto done = std::move(done_);
+    done(ec, hold_);
+  }
+
   bool time_left(clock::time_point now) const { return !deadline_ || now < *deadline_; }
   // A caller that waits (ticket_ set) must have its answer by its deadline, also when the
   // server is unreachable or slow: each attempt gets what is left of the wait (at least a short
@@ -114,9 +196,17 @@ class acquire_op final : public waiter,
   bool waits() const { return deadline_ && !ticket_.empty(); }
 
   void attempt() {
+    const auto sent = clock::now();
+    c_.scripts().eval_encoded(scripts::mutex_acquire, next_attempt(sent), budget(sent),
+                              [self = shared_from_this(), sent](std::error_code ec, reply r) {
+                                self->on_reply(ec, r, sent);
+                              });
+  }
+
+  // The request of the next attempt, sent at `sent`; the op counts it in flight from here.
+  std::string next_attempt(clock::time_point sent) {
     attempting = true;
     wake_pending = false;
-    const auto sent = clock::now();
     last_sent_ = sent;
     sent_have_ = hold_->count.load();
     const auto have = std::to_string(sent_have_);
@@ -136,10 +226,7 @@ class acquire_op final : public waiter,
                                // with the ticket: an unlock names us on keys::waiter_channel(id)
                                sent_ticket_ ? std::string_view{c_.id()} : std::string_view{}};
     named = false;
-    c_.scripts().eval(scripts::mutex_acquire, keys, args, budget(sent),
-                      [self = shared_from_this(), sent](std::error_code ec, reply r) {
-                        self->on_reply(ec, r, sent);
-                      });
+    return scripts::encode_evalsha(scripts::mutex_acquire, keys, args);
   }
 
   void on_reply(std::error_code ec, const reply& r, clock::time_point sent) {
@@ -305,6 +392,7 @@ class acquire_op final : public waiter,
   // would give back may be that op's.
   void undo_in_background(std::uint32_t have) {
     c_.undoing()[undo_key()] = undo_id();
+    c_.undos_changed();
     undo_until(have, last_sent_ + hold_->lease, std::chrono::milliseconds{50});
   }
   void undo_until(std::uint32_t have, clock::time_point until, clock::duration pause) {
@@ -323,7 +411,10 @@ class acquire_op final : public waiter,
     return it != c_.undoing().end() && it->second == undo_id();
   }
   void end_undo() {
-    if (undo_pending()) c_.undoing().erase(undo_key());
+    if (undo_pending()) {
+      c_.undoing().erase(undo_key());
+      c_.undos_changed();
+    }
   }
   std::string undo_key() const { return hold_->owner + ' ' + hold_->name; }  // owners have no spaces
   std::uintptr_t undo_id() const { return reinterpret_cast<std::uintptr_t>(this); }
@@ -382,6 +473,12 @@ class acquire_op final : public waiter,
 };
 
 }  // namespace
+
+void start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
+                               std::optional<clock::time_point> deadline,
+                               completion<std::shared_ptr<hold_state>> done) {
+  std::make_shared<acquire_op>(c, std::move(hold), deadline, std::move(done))->start_from_caller();
+}
 
 void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
                    std::optional<clock::time_point> deadline,

@@ -58,7 +58,7 @@ bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<millisec
   if (!hold) hold = new_hold(c, name_, detail::this_thread_number(), lease_time);
   const auto deadline = detail::deadline_after(wait);
   auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) {
-    detail::start_acquire(c, hold, deadline, std::move(done));
+    detail::start_acquire_from_caller(c, hold, deadline, std::move(done));
   });
   if (ec == errc::timeout && wait) {
     ec.clear();  // try_lock*: not acquired in time is an answer, not an error
@@ -96,7 +96,7 @@ void mutex::unlock(std::error_code& ec) {
     return;
   }
   const bool freed = wait_for<bool>(c, ec, [&](auto done) {
-    detail::start_release(c, hold, std::move(done));
+    detail::start_release_from_caller(c, hold, std::move(done));
   });
   if (freed || hold->count == 0) c.holds().erase(*hold);
 }

@@ -40,16 +40,24 @@ fencing_counters::fencing_counters(const config& cfg, std::string_view name) {
   if (cfg.fencing == config::fencing_mode::per_lock) advanced.swap(other);
 }
 
-void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
-                        std::string_view owner, std::uint32_t have,
-                        std::string_view leaving_ticket, transport::reply_handler done) {
+std::string encode_mutex_release(const config& cfg, const lock_keys& k, std::string_view lease,
+                                 std::string_view owner, std::uint32_t have,
+                                 std::string_view leaving_ticket) {
   const auto have_text = std::to_string(have);
-  const auto window = std::to_string(c.cfg().handoff_window.count());
+  const auto window = std::to_string(cfg.handoff_window.count());
   std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry};
   std::string_view args[] = {keys::unlock_message, lease, owner, have_text, window, leaving_ticket};
   // ARGV[6] present only for a leave: the script tells the two forms apart by it.
   const std::span<const std::string_view> argv{args, leaving_ticket.empty() ? 5u : 6u};
-  c.scripts().eval(scripts::mutex_release, keys, argv, c.cfg().command_timeout, std::move(done));
+  return scripts::encode_evalsha(scripts::mutex_release, keys, argv);
+}
+
+void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
+                        std::string_view owner, std::uint32_t have,
+                        std::string_view leaving_ticket, transport::reply_handler done) {
+  c.scripts().eval_encoded(scripts::mutex_release,
+                           encode_mutex_release(c.cfg(), k, lease, owner, have, leaving_ticket),
+                           c.cfg().command_timeout, std::move(done));
 }
 
 }  // namespace dlock::detail

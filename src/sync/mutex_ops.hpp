@@ -44,11 +44,24 @@ void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
                    std::optional<clock::time_point> deadline,
                    completion<std::shared_ptr<hold_state>> done);
 
+// The same from a blocking call on its own thread (config::caller_io): the first attempt goes
+// out on the caller's channel when it can, and a clean acquisition completes on the calling
+// thread; the rest as start_acquire.
+void start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
+                               std::optional<clock::time_point> deadline,
+                               completion<std::shared_ptr<hold_state>> done);
+
 // Releases one hold of `hold`. Completes with {} (one hold released; `true` when it was the last
 // and the lock is free), errc::lease_lost (the lease was lost before: nothing of anyone else's
 // was touched), errc::not_owner (no hold to release), or a connection error after which
 // calling again is safe (the release is idempotent).
-void start_release(client_impl& c, std::shared_ptr<hold_state> hold, completion<bool> done);
+// `resends`: sends of this release already made whose replies were lost.
+void start_release(client_impl& c, std::shared_ptr<hold_state> hold, completion<bool> done,
+                   int resends = 0);
+// The same from a blocking unlock on its own thread (config::caller_io): sent on the caller's
+// channel when it can, completing on the calling thread; the rest as start_release.
+void start_release_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
+                               completion<bool> done);
 
 // Deletes the lock whoever holds it and wakes a waiter. Completes with whether it was held.
 void start_force_unlock(client_impl& c, const std::string& name, completion<bool> done);
@@ -70,6 +83,11 @@ struct fencing_counters {
   fencing_counters(const config& cfg, std::string_view name);
   std::string advanced, other;
 };
+
+// The EVALSHA request of mutex_release.lua with these arguments (see send_mutex_release).
+std::string encode_mutex_release(const config& cfg, const lock_keys& k, std::string_view lease,
+                                 std::string_view owner, std::uint32_t have,
+                                 std::string_view leaving_ticket);
 
 // Sends mutex_release.lua (with the client's hand-off window): one hold of `owner`, which has
 // `have` holds now (a partial release resets the lease to `lease`); or, with `leaving_ticket`,

@@ -80,8 +80,17 @@ void link::stop() {
   });
 }
 
+std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> link::peer() const {
+  std::lock_guard lock{peer_mu_};
+  return peer_;
+}
+
 void link::close_stream() {
   up_ = false;
+  {
+    std::lock_guard lock{peer_mu_};
+    peer_.reset();
+  }
   resolver_.cancel();
   connect_timer_.cancel();
   health_timer_.cancel();
@@ -189,6 +198,12 @@ void link::on_handshake_reply(const reply& r) {
   backoff_.reset();
   last_error_.clear();
   ++connects_;
+  {
+    std::error_code ignored;
+    auto ep = stream_->socket().remote_endpoint(ignored);
+    std::lock_guard lock{peer_mu_};
+    if (!ignored) peer_.emplace(ep, connects_.load());
+  }
   up_ = true;
   arm_health_check();
   on_ready();

@@ -14,6 +14,9 @@
 #include <asio/strand.hpp>
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -48,6 +51,9 @@ class link : public std::enable_shared_from_this<link> {
   bool connected() const noexcept { return up_.load(); }
   // Socket writes started so far (thread-safe): shows how well requests are coalesced.
   std::uint64_t writes() const noexcept { return writes_.load(); }
+  // The server address of the connection up now, with connects() as it was when it came up;
+  // nullopt while none is up (thread-safe).
+  std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer() const;
 
  protected:
   // Hooks, all on the strand.
@@ -102,6 +108,8 @@ class link : public std::enable_shared_from_this<link> {
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<bool> up_{false};
+  mutable std::mutex peer_mu_;
+  std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer_;  // guarded by peer_mu_
 };
 
 }  // namespace dlock::transport
