@@ -142,6 +142,12 @@ TEST(config_from_uri, io_threads_and_name) {
   EXPECT_EQ(cfg.client_name, "orders-service");
 }
 
+TEST(config_from_uri, caller_io) {
+  EXPECT_TRUE(parse_ok("redis://h").caller_io);
+  EXPECT_TRUE(parse_ok("redis://h?caller_io=on").caller_io);
+  EXPECT_FALSE(parse_ok("redis://h?caller_io=off").caller_io);
+}
+
 TEST(config_from_uri, wait_policy) {
   const auto off = parse_ok("redis://h");
   EXPECT_EQ(off.wait_replicas, 0u);
@@ -249,6 +255,7 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h?fencing=per_lock", "redis://h?fencing=shared",
         "redis://h?wait_replicas=-1", "redis://h?wait_replicas=x", "redis://h?wait_replicas=65",
         "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
+        "redis://h?caller_io=", "redis://h?caller_io=1", "redis://h?caller_io=ON",
         "redis://h?handoff=", "redis://h?handoff=-1", "redis://h?handoff=61s", "redis://h?handoff=x",
         // durations
         "redis://h?timeout=abc", "redis://h?timeout=-5ms", "redis://h?timeout=1.5s",

@@ -1,0 +1,187 @@
+// The caller's channel (config::caller_io): blocking lock/unlock doing their own I/O on the
+// calling thread, over one more connection, against a real redis-server — what goes over it,
+// falling back to the I/O thread, a connection killed under it, shutdown in the middle of a
+// call, and renewals racing releases.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "dlock/keys.hpp"
+#include "dlock/mutex.hpp"
+#include "runtime/client_impl.hpp"
+#include "support/redis_server.hpp"
+#include "test_util.hpp"
+
+using namespace std::chrono_literals;
+using dlock::errc;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+using dlock::test::config_for;
+
+// Redis' ids of the connections named `name` (CLIENT LIST).
+std::vector<std::string> client_ids(const dlock::test::redis_server& srv, const std::string& name) {
+  const auto list = srv.command({"CLIENT", "LIST"});
+  std::vector<std::string> ids;
+  const std::regex line{"id=([0-9]+) [^\\n]* name=" + name + " "};
+  for (auto it = std::sregex_iterator(list.begin(), list.end(), line); it != std::sregex_iterator{}; ++it) {
+    ids.push_back((*it)[1]);
+  }
+  return ids;
+}
+
+std::int64_t exists(dlock::client& c, const std::string& key) {
+  return c.execute({"EXISTS", key}).integer();
+}
+
+TEST(caller_io, blocking_lock_and_unlock_go_over_the_callers_channel) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock();
+  EXPECT_GT(m.fencing_token(), 0u);
+  EXPECT_GT(m.lease_time_left(), 29s) << "trusted from the send, on the calling thread";
+  m.lock();  // re-entry
+  EXPECT_EQ(m.hold_count(), 2u);
+  m.unlock();
+  EXPECT_EQ(exists(c, m.name()), 1);
+  m.unlock();
+  EXPECT_EQ(exists(c, m.name()), 0);
+  EXPECT_EQ(c.impl().caller_calls(), 4u);
+  EXPECT_EQ(client_ids(srv, "dlock:caller").size(), 1u);
+  std::error_code ec;
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+}
+
+TEST(caller_io, off_and_where_it_cannot_be_used_every_call_goes_through_the_io_thread) {
+  dlock::test::redis_server srv;
+  for (const auto* extra : {"caller_io=off",
+                            // WAIT counts the writes of the connection that sends it
+                            "wait_replicas=1&wait_timeout=10ms&on_shortfall=accept"}) {
+    SCOPED_TRACE(extra);
+    dlock::client c{config_for(srv, extra)};
+    dlock::mutex m{c, dlock::test::unique_name("lock")};
+    m.lock();
+    m.unlock();
+    EXPECT_EQ(exists(c, m.name()), 0);
+    EXPECT_EQ(c.impl().caller_calls(), 0u);
+    EXPECT_TRUE(client_ids(srv, "dlock:caller").empty());
+  }
+}
+
+TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_the_unlock) {
+  dlock::test::redis_server srv;
+  dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex ma{a, name}, mb{b, name};
+  ma.lock();
+  auto waiter = std::async(std::launch::async, [&] {
+    mb.lock();  // held: it waits on b's I/O thread, queued by the channel's attempt
+    const auto token = mb.fencing_token();
+    mb.unlock();
+    return token;
+  });
+  // Wait until b's waiter is queued, then unlock: it must be named and woken by the message
+  // (its re-check is 20 s away; the test's time limit is far below that).
+  const auto queue = dlock::keys::waiter_queue(name);
+  for (int i = 0; i < 500 && a.execute({"ZCARD", queue}).integer() == 0; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(a.execute({"ZCARD", queue}).integer(), 1);
+  const auto first = ma.fencing_token();
+  ma.unlock();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_GT(waiter.get(), first);
+  EXPECT_GE(b.impl().caller_calls(), 2u);
+  EXPECT_EQ(exists(a, name), 0);
+}
+
+TEST(caller_io, a_killed_channel_connection_is_replaced_and_the_call_still_answers) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  dlock::mutex m{c, dlock::test::unique_name("lock")};
+  m.lock();
+  m.unlock();
+  auto ids = client_ids(srv, "dlock:caller");
+  ASSERT_EQ(ids.size(), 1u);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    srv.command({"CLIENT", "KILL", "ID", ids.front()});
+    // The next call finds its connection closed: its outcome unknown, it is resent through the
+    // I/O thread (the acquire and release scripts are idempotent for an expected count).
+    m.lock();
+    EXPECT_TRUE(m.is_held_by_current_thread());
+    EXPECT_EQ(m.hold_count(), 1u) << "applied once however often it was sent";
+    m.unlock();
+    EXPECT_EQ(exists(c, m.name()), 0);
+    // Within the reconnect delay the calls go through the I/O thread; then over a new channel.
+    std::vector<std::string> now;
+    for (int i = 0; i < 200 && ((now = client_ids(srv, "dlock:caller")).empty() || now == ids); ++i) {
+      std::this_thread::sleep_for(10ms);
+      m.lock();
+      m.unlock();
+    }
+    ASSERT_EQ(now.size(), 1u);
+    EXPECT_NE(now, ids);
+    ids = now;
+  }
+}
+
+TEST(caller_io, shutdown_during_a_call_gives_back_what_the_call_took) {
+  dlock::test::redis_server srv;
+  auto c = std::make_unique<dlock::client>(config_for(srv));
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{*c, name};
+  m.lock();  // the channel is up
+  m.unlock();
+  // Clients' commands wait while the server is paused: the next lock() is in its call when
+  // shutdown begins, and completes (acquired) after it began.
+  srv.command({"CLIENT", "PAUSE", "700", "ALL"});
+  auto locker = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    m.lock(ec);
+    return ec;
+  });
+  std::this_thread::sleep_for(200ms);
+  c->shutdown();
+  ASSERT_EQ(locker.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(locker.get(), errc::shutdown);
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "the acquisition was given back";
+}
+
+TEST(caller_io, renewals_and_caller_releases_never_cross) {
+  // Renewals every 100 ms while four threads lock and unlock as fast as they can, some holds
+  // kept across a renewal: a release sent on the channel while a renewal of the same hold is
+  // on its way would let the renewal find the hold gone (a lease counted lost) or extend the
+  // thread's next hold.
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "watchdog=300ms")};
+  std::atomic<int> errors{0}, pairs{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      dlock::mutex m{c, dlock::test::unique_name("lock")};
+      const auto until = steady::now() + 1500ms;
+      for (int i = 0; i < 100'000 && steady::now() < until; ++i) {
+        std::error_code ec;
+        m.lock(ec);
+        if (!ec && i % 200 == t) std::this_thread::sleep_for(120ms);
+        if (!ec) m.unlock(ec);
+        if (ec) ++errors;
+        ++pairs;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_GT(pairs.load(), 100);
+  EXPECT_EQ(c.impl().watchdog().leases_lost(), 0u);
+  EXPECT_GT(c.impl().watchdog().renewals_sent(), 0u);
+  EXPECT_EQ(c.execute({"DBSIZE"}).integer(), 1) << "only the shared fencing counter is left";
+}
+
+}  // namespace
