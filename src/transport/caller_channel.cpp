@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,6 +71,11 @@ bool caller_channel::connect(const asio::ip::tcp::endpoint& ep, clock::time_poin
     socklen_t len = sizeof err;
     if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) return false;
   }
+  // Blocking from here, each send and recv bounded by SO_SNDTIMEO/SO_RCVTIMEO (set_timeout):
+  // one system call per request and per reply, as a synchronous client makes.
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) return false;
+  timeout_ = clock::duration::zero();
   reader_.reset();
   // The same handshake as the pipelined connection's (link::send_handshake), in one write.
   std::string hello;
@@ -114,20 +120,36 @@ void caller_channel::close_for_good() {
   close();
 }
 
+// Bounds the socket's next blocking calls by `deadline`. The timeout is set again only when it
+// is more than a millisecond off, so a call may overrun its deadline by up to that much.
+bool caller_channel::set_timeout(clock::time_point deadline) {
+  const auto left = deadline - clock::now();
+  if (left <= clock::duration::zero()) return false;
+  if (left < timeout_ - std::chrono::milliseconds{1} || left > timeout_ + std::chrono::milliseconds{1}) {
+    const auto us = std::max<std::int64_t>(std::chrono::ceil<std::chrono::microseconds>(left).count(), 1);
+    timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+    if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0) {
+      return false;
+    }
+    timeout_ = left;
+  }
+  return true;
+}
+
 bool caller_channel::write_all(std::string_view bytes, clock::time_point deadline,
                                std::error_code& ec) {
   while (!bytes.empty()) {
+    if (!set_timeout(deadline)) {
+      ec = errc::timeout;
+      return false;
+    }
     const auto n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n > 0) {
       bytes.remove_prefix(static_cast<std::size_t>(n));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (wait_for(fd_, POLLOUT, deadline)) continue;
-      ec = errc::timeout;
-      return false;
-    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // deadline checked above
     ec = errc::connection_lost;
     return false;
   }
@@ -138,17 +160,16 @@ std::optional<reply> caller_channel::read_one(clock::time_point deadline, std::e
   for (;;) {
     if (auto r = reader_.next(ec)) return r;
     if (ec) return std::nullopt;
+    if (!set_timeout(deadline)) {
+      ec = errc::timeout;
+      return std::nullopt;
+    }
     const auto n = ::recv(fd_, buf_.data(), buf_.size(), 0);
     if (n > 0) {
       reader_.feed({buf_.data(), static_cast<std::size_t>(n)});
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (wait_for(fd_, POLLIN, deadline)) continue;
-      ec = errc::timeout;
-      return std::nullopt;
-    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;  // deadline checked above
     ec = errc::connection_lost;  // closed by the server, or reset
     return std::nullopt;
   }

@@ -89,6 +89,7 @@ class caller_channel {
   // closes the connection.
   std::error_code exchange(std::string_view bytes, std::size_t replies, clock::time_point deadline,
                            reply& out);
+  bool set_timeout(clock::time_point deadline);
   bool write_all(std::string_view bytes, clock::time_point deadline, std::error_code& ec);
   std::optional<reply> read_one(clock::time_point deadline, std::error_code& ec);
 
@@ -99,6 +100,7 @@ class caller_channel {
   int fd_ = -1;
   std::uint64_t follows_connects_ = 0;  // the pipelined connection's count we connected after
   clock::time_point retry_at_{};
+  clock::duration timeout_{};  // SO_RCVTIMEO/SO_SNDTIMEO as last set
   bool closed_ = false;
   resp::reader reader_;
   std::vector<char> buf_;
