@@ -8,6 +8,7 @@
 // A hold that passes its trusted time without a confirmation is expired: its lease is lost.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -26,6 +27,11 @@ class renewal_schedule {
   }
   static clock::time_point trusted_until(clock::time_point sent, clock::duration lease) {
     return sent + lease - drift(lease);
+  }
+
+  // When a hold added as add(sent, lease, renew) first needs attention (see due()).
+  static clock::time_point first_due(clock::time_point sent, clock::duration lease, bool renew) {
+    return renew ? std::min(trusted_until(sent, lease), sent + lease / 3) : trusted_until(sent, lease);
   }
 
   // A hold acquired with a request sent at `sent`. `renew`: the watchdog keeps it alive.

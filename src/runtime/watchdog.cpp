@@ -18,7 +18,105 @@ watchdog::watchdog(transport::link::executor_type strand, const scripts::runner&
       watchdog_lease_{watchdog_lease},
       timer_{strand_} {}
 
+void watchdog::note_added(const std::shared_ptr<hold_state>& h, clock::time_point sent) {
+  take_note({h, hold_note::added, sent}, renewal_schedule::first_due(sent, h->lease, h->watchdog));
+}
+
+void watchdog::note_refreshed(const std::shared_ptr<hold_state>& h, clock::time_point sent) {
+  take_note({h, hold_note::refreshed, sent}, std::nullopt);
+}
+
+void watchdog::note_released(const std::shared_ptr<hold_state>& h, bool lost) {
+  take_note({h, hold_note::released, {}, lost}, std::nullopt);
+}
+
+void watchdog::take_note(hold_note n, std::optional<clock::time_point> due) {
+  constexpr std::size_t max_waiting = 4096;  // bounds the notes kept between timer firings
+  bool wake = false;
+  {
+    std::lock_guard lock{notes_mu_};
+    auto [it, fresh] = notes_.try_emplace(n.hold->id, n);
+    if (!fresh) {
+      // Coalesce per hold: added then refreshed is added later; added then released never
+      // reaches the schedule (but a loss is still marked).
+      auto& old = it->second;
+      if (n.what == hold_note::refreshed) {
+        old.sent = std::max(old.sent, n.sent);
+      } else if (n.what == hold_note::released && old.what == hold_note::added && !n.lost) {
+        notes_.erase(it);
+      } else {
+        old = n;
+      }
+    }
+    wake = (due && *due < notes_armed_) || notes_.size() > max_waiting;
+    if (wake && drain_posted_) wake = false;
+    if (wake) drain_posted_ = true;
+  }
+  if (wake) {
+    asio::post(strand_, [this, alive = alive_] {
+      if (!*alive) return;
+      apply_notes();
+      rearm();
+    });
+  }
+}
+
+void watchdog::apply_notes() {
+  std::unordered_map<renewal_schedule::id, hold_note> notes;
+  {
+    std::lock_guard lock{notes_mu_};
+    if (notes_.empty()) {
+      drain_posted_ = false;
+      return;
+    }
+    notes.swap(notes_);
+    drain_posted_ = false;
+  }
+  for (auto& [id, n] : notes) {
+    auto& h = n.hold;
+    switch (n.what) {
+      case hold_note::added:
+        if (!stopped_ && !h->lost) {
+          schedule_.add(h->id, n.sent, h->lease, h->watchdog);
+          holds_[h->id] = h;
+          publish(*h);
+        }
+        break;
+      case hold_note::refreshed:
+        if (schedule_.contains(h->id)) {
+          schedule_.confirmed(h->id, n.sent);
+          publish(*h);
+        }
+        break;
+      case hold_note::released:
+        schedule_.remove(h->id);
+        holds_.erase(h->id);
+        if (n.lost) mark_lost(*h);
+        break;
+    }
+  }
+}
+
+void watchdog::publish_armed(clock::time_point at) {
+  bool pending = false;
+  {
+    std::lock_guard lock{notes_mu_};
+    notes_armed_ = at;
+    // Notes that came after the last apply_notes() compared their due time with the old one.
+    pending = !notes_.empty() && !drain_posted_;
+    if (pending) drain_posted_ = true;
+  }
+  if (pending) {
+    asio::post(strand_, [this, alive = alive_] {
+      if (!*alive) return;
+      apply_notes();
+      rearm();
+    });
+  }
+}
+
 void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent) {
+  apply_notes();
   if (stopped_) return;
   schedule_.add(h->id, sent, h->lease, h->watchdog);
   holds_[h->id] = h;
@@ -31,6 +129,7 @@ void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent)
 // Only add/restore can bring the next due time forward. This keeps taking and releasing locks
 // O(1) however many the client holds (a full scan per change made N locks cost O(N^2)).
 void watchdog::refreshed(hold_state& h, clock::time_point sent) {
+  apply_notes();
   if (!schedule_.contains(h.id)) return;
   schedule_.confirmed(h.id, sent);
   publish(h);
@@ -41,6 +140,7 @@ void watchdog::publish(hold_state& h) const {
 }
 
 std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
+  apply_notes();
   auto saved = schedule_.snapshot(h.id);
   schedule_.remove(h.id);
   holds_.erase(h.id);
@@ -48,6 +148,7 @@ std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
 }
 
 void watchdog::restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e) {
+  apply_notes();
   if (stopped_ || h->lost) return;
   schedule_.restore(h->id, e);
   holds_[h->id] = h;
@@ -60,7 +161,8 @@ void watchdog::arm_by(clock::time_point t) {
   arm(t);
 }
 
-std::optional<watchdog::clock::time_point> watchdog::trusted_until(const hold_state& h) const {
+std::optional<watchdog::clock::time_point> watchdog::trusted_until(const hold_state& h) {
+  apply_notes();
   return schedule_.trusted_until(h.id);
 }
 
@@ -76,6 +178,7 @@ void watchdog::rearm() {
   if (!next) {
     armed_for_ = clock::time_point::max();
     timer_.cancel();
+    publish_armed(armed_for_);
     return;
   }
   if (*next != armed_for_) arm(*next);
@@ -83,6 +186,7 @@ void watchdog::rearm() {
 
 void watchdog::arm(clock::time_point at) {
   armed_for_ = at;
+  publish_armed(at);
   timer_.expires_at(at);
   timer_.async_wait([this, alive = alive_, at](std::error_code ec) {
     if (ec || !*alive || armed_for_ != at) return;
@@ -93,6 +197,7 @@ void watchdog::arm(clock::time_point at) {
 
 // Runs on the strand.
 void watchdog::on_timer() {
+  apply_notes();
   const auto now = clock::now();
   for (auto h : schedule_.take_expired(now)) lose(h);
   // Renew a little early rather than in many small batches: anything due within lease/6 goes
@@ -116,6 +221,7 @@ void watchdog::on_timer() {
 
 void watchdog::check_all() {
   if (stopped_) return;
+  apply_notes();
   std::vector<renewal_schedule::id> batch;
   for (const auto& [id, h] : holds_) {
     batch.push_back(id);
@@ -161,6 +267,7 @@ void watchdog::renew(const std::vector<renewal_schedule::id>& ids, bool check_on
                 [this, alive = alive_, batch, held = std::move(held), sent, check_only](std::error_code ec, reply r) {
                   for (const auto& h : held) h->renewing.fetch_sub(1);
                   if (!*alive) return;
+                  apply_notes();  // a release noted meanwhile takes its hold out first
                   const bool answered = !ec && r.is_array() && r.elements().size() == batch.size();
                   for (std::size_t i = 0; i < batch.size(); ++i) {
                     if (!schedule_.contains(batch[i])) continue;  // released meanwhile

@@ -9,6 +9,7 @@
 
 #include <asio/steady_timer.hpp>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "runtime/hold.hpp"
@@ -28,6 +29,16 @@ class watchdog {
   watchdog(transport::link::executor_type strand, const scripts::runner& scripts,
            std::chrono::milliseconds command_timeout, std::chrono::milliseconds watchdog_lease);
 
+  // Thread-safe: what a blocking call learned about its hold on its own thread (config::
+  // caller_io) — acquired (first time), its lease reset, released (lost: found gone). Applied
+  // on the strand, in order per hold, before the watchdog next looks at its holds (every
+  // strand-only member below applies them first). The I/O thread is woken only when a new
+  // hold is due before the watchdog's timer fires (or too much is waiting), so a lock+unlock
+  // on the caller's channel usually costs the I/O thread nothing.
+  void note_added(const std::shared_ptr<hold_state>& h, clock::time_point sent);
+  void note_refreshed(const std::shared_ptr<hold_state>& h, clock::time_point sent);
+  void note_released(const std::shared_ptr<hold_state>& h, bool lost);
+
   // Strand only. Tracks `h`, trusted from `sent` (when its acquire was sent).
   void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
   // Strand only. The lease was reset on Redis by a request sent at `sent`.
@@ -37,7 +48,7 @@ class watchdog {
   std::optional<renewal_schedule::entry> remove(const hold_state& h);
   void restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e);
   // Strand only. Until when `h` is trusted; nullopt if not tracked.
-  std::optional<clock::time_point> trusted_until(const hold_state& h) const;
+  std::optional<clock::time_point> trusted_until(const hold_state& h);
   // Strand only. Asks Redis now whether every tracked hold (watchdog or explicit lease) is
   // still held, leases untouched, and marks the missing ones lost: after a reconnect, the
   // server may have restarted or failed over and forgotten them, which renewals would only
@@ -50,6 +61,15 @@ class watchdog {
   std::uint64_t leases_lost() const noexcept { return leases_lost_.load(); }
 
  private:
+  struct hold_note {
+    std::shared_ptr<hold_state> hold;
+    enum { added, refreshed, released } what;
+    clock::time_point sent{};
+    bool lost = false;
+  };
+  void apply_notes();                  // strand: the notes so far, into the schedule
+  void take_note(hold_note n, std::optional<clock::time_point> due);
+  void publish_armed(clock::time_point at);  // strand: the timer's time, for note()
   void rearm();                        // full scan: the timer for the next due time
   void arm_by(clock::time_point t);    // make sure the timer fires no later than t
   void arm(clock::time_point at);
@@ -70,6 +90,10 @@ class watchdog {
   bool stopped_ = false;
   std::atomic<std::uint64_t> renewals_sent_{0}, leases_lost_{0};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  std::mutex notes_mu_;
+  std::unordered_map<renewal_schedule::id, hold_note> notes_;  // guarded by notes_mu_
+  clock::time_point notes_armed_ = clock::time_point::max();  // guarded: when the timer fires
+  bool drain_posted_ = false;                               // guarded
 };
 
 }  // namespace dlock::detail

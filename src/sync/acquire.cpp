@@ -94,17 +94,14 @@ class acquire_op final : public waiter,
           hold_->token = *token;
           hold_->trusted_until = renewal_schedule::trusted_until(sent, hold_->lease).time_since_epoch().count();
         }
-        // The watchdog lives on the strand; a release of this hold comes after this post.
-        if (c_.post_if_running([&c = c_, h = hold_, sent, first] {
-              if (first) {
-                if (!h->lost) c.watchdog().add(h, sent);
-              } else {
-                c.watchdog().refreshed(*h, sent);  // the script reset the lease
-              }
-            })) {
-          return finish_on_caller({});
+        // The watchdog lives on the strand: it takes the note before it next looks at its
+        // holds, and before any later operation of this thread on the strand.
+        if (first) {
+          c_.watchdog().note_added(hold_, sent);
+        } else {
+          c_.watchdog().note_refreshed(hold_, sent);  // the script reset the lease
         }
-        hold_->count.fetch_sub(1);  // shut down meanwhile: give it back, below
+        return finish_on_caller({});
       }
     }
     auto self = shared_from_this();

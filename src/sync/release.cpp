@@ -150,12 +150,12 @@ void start_release_from_caller(client_impl& c, std::shared_ptr<hold_state> h, co
   h->count = out.what == release_outcome::released && !out.freed ? have_n - 1 : 0;
   const bool lost = out.what == release_outcome::lost;
   const bool freed = out.freed;
-  const bool posted = c.post_if_running([&c, h, sent, lost, freed] {
-    if (!freed) return c.watchdog().refreshed(*h, sent);  // a partial release resets the lease
-    c.watchdog().remove(*h);
-    if (lost) mark_lost(*h);
-  });
-  if (!posted && lost) mark_lost(*h);  // shut down: a thread's hold has no on_lost callbacks
+  if (lost) mark_lost(*h);  // on this thread: a thread's hold has no on_lost callbacks
+  if (freed) {
+    c.watchdog().note_released(h, false);
+  } else {
+    c.watchdog().note_refreshed(h, sent);  // a partial release resets the lease
+  }
   if (!freed) h->releasing = false;
   done(out.ec, freed);
 }
