@@ -114,12 +114,14 @@ void client_impl::shutdown(std::error_code& ec) {
     ec = errc::would_deadlock;
     return;
   }
+  // The caller's channel first, after the turn in progress: that caller, seeing stopping(),
+  // hands its op to the strand, which the sweep below then ends (giving back what it took).
+  stopping_ = true;
+  if (caller_) caller_->close_for_good();
   {
     std::lock_guard lock{gate_};
     if (stopped_.exchange(true)) return;
   }
-  // After the turn in progress, if any: its caller sees stopped() and gives back what it took.
-  if (caller_) caller_->close_for_good();
   // Abort what still runs — waiters leave the lock's queue (passing on a hand-off kept for
   // them), an acquire attempt in flight is given back if it was applied — then let all that
   // was sent on its way (fire-and-forget releases too) reach the server before the link
@@ -148,6 +150,11 @@ void client_impl::shutdown(std::error_code& ec) {
   ioc_.stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+}
+
+void client_impl::fence_caller_channel(std::uint64_t redis_client_id) {
+  conn_->submit(resp::encode_command({"CLIENT", "KILL", "ID", std::to_string(redis_client_id)}),
+                cfg_.command_timeout, [](std::error_code, reply) {});
 }
 
 void client_impl::submit(std::string payload, transport::reply_handler done) {

@@ -107,9 +107,17 @@ class client_impl {
   // client is being given back in the background (that give-back must reach the server before
   // any new acquire: one connection keeps the order). Thread-safe.
   transport::caller_channel::turn caller_turn(transport::clock::time_point deadline) {
-    if (!caller_ || stopped_.load() || undos_.load() != 0) return {};
+    if (!caller_ || stopping_.load() || undos_.load() != 0) return {};
     return caller_->take(deadline);
   }
+  // A request on the caller's channel got no reply: it may still be on its way (in a socket
+  // buffer, a proxy, a retransmission). CLIENT KILL ID of that channel connection goes out on
+  // the command connection ahead of anything the caller sends there next, so Redis has run
+  // the request before, or never will (with an ACL user refused CLIENT KILL, the channel's
+  // reset socket is all that stops it). Thread-safe.
+  void fence_caller_channel(std::uint64_t redis_client_id);
+  // shutdown() has begun (the caller's channel closes first, then the strand stops).
+  bool stopping() const noexcept { return stopping_.load(); }
   // Calls made on the caller's channel (for tests and metrics).
   std::uint64_t caller_calls() const noexcept { return caller_ ? caller_->calls() : 0; }
   // Strand only: after changing undoing().
@@ -139,6 +147,7 @@ class client_impl {
   std::unordered_set<abortable*> ops_;  // strand only
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
+  std::atomic<bool> stopping_{false};
   unsigned warned_ = 0;  // strand only: bit per warning already given
   std::unordered_map<std::string, std::uintptr_t> undoing_;  // strand only
   std::mutex gate_;  // orders post_or_shutdown against shutdown

@@ -265,7 +265,11 @@ void watchdog::renew(const std::vector<renewal_schedule::id>& ids, bool check_on
   if (!check_only) ++renewals_sent_;
   scripts_.eval(scripts::mutex_renew, keys, args, command_timeout_,
                 [this, alive = alive_, batch, held = std::move(held), sent, check_only](std::error_code ec, reply r) {
-                  for (const auto& h : held) h->renewing.fetch_sub(1);
+                  // A renewal with no reply may still run on the server: its holds stay
+                  // `renewing` for good, so their releases keep to the command connection.
+                  if (ec != errc::timeout && ec != errc::connection_lost) {
+                    for (const auto& h : held) h->renewing.fetch_sub(1);
+                  }
                   if (!*alive) return;
                   apply_notes();  // a release noted meanwhile takes its hold out first
                   const bool answered = !ec && r.is_array() && r.elements().size() == batch.size();

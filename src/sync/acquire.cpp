@@ -56,13 +56,7 @@ class acquire_op final : public waiter,
   // Strand only.
   void start() {
     if (hold_->lost) return finish(errc::lease_lost);
-    // A give-back still running for an earlier acquisition by this owner must stop before this
-    // one's first attempt goes out: it would delete what this op acquires (same owner field,
-    // same count). One connection keeps order, so what it already sent runs before our attempt.
-    if (!c_.undoing().empty()) {  // (no key to build on the usual path)
-      c_.undoing().erase(undo_key());
-      c_.undos_changed();
-    }
+    cancel_undo_of_owner();
     c_.track(this);
     tracked_ = true;
     attempt();
@@ -87,7 +81,7 @@ class acquire_op final : public waiter,
     const auto request = next_attempt(sent);
     reply r;
     const auto ec = turn.eval(scripts::mutex_acquire, request, sent + budget(sent), r);
-    if (!ec && !c_.stopped()) {
+    if (!ec && !c_.stopping()) {
       if (auto token = clean_acquisition(r, sent)) {
         const bool first = hold_->count.fetch_add(1) == 0;
         if (first) {
@@ -104,18 +98,15 @@ class acquire_op final : public waiter,
         return finish_on_caller({});
       }
     }
+    // No reply: the request may still reach the server. Fence it before anything of this op
+    // goes out on the command connection (see client_impl::fence_caller_channel).
+    if (const auto doubtful = turn.take_doubtful()) c_.fence_caller_channel(doubtful);
+    // Shutdown closes the channel (after this turn) before it stops the strand, so this post
+    // is taken; resume() ends the op if shutdown has begun.
     auto self = shared_from_this();
-    if (c_.post_if_running([self, ec, r = std::move(r), sent] { self->resume(ec, r, sent); })) return;
-    // Shut down meanwhile (shutdown waits for this turn): give back exactly this attempt's
-    // acquisition if it was applied, and leave the queue if it entered it.
-    const auto until = clock::now() + std::min<clock::duration>(c_.cfg().command_timeout, std::chrono::milliseconds{250});
-    reply ignored;
-    turn.eval(scripts::mutex_release,
-              encode_mutex_release(c_.cfg(), keys_, lease_ms_, hold_->owner, sent_have_ + 1, {}), until, ignored);
-    if (sent_ticket_) {
-      turn.eval(scripts::mutex_release, encode_mutex_release(c_.cfg(), keys_, "0", "", 0, ticket_), until, ignored);
+    if (!c_.post_if_running([self, ec, r = std::move(r), sent] { self->resume(ec, r, sent); })) {
+      finish_on_caller(errc::shutdown);
     }
-    finish_on_caller(errc::shutdown);
   }
 
   void wake() override {
@@ -156,9 +147,25 @@ class acquire_op final : public waiter,
   // Strand: the first attempt went out on the caller's channel (start_from_caller); its
   // outcome is handled as any attempt's.
   void resume(std::error_code ec, const reply& r, clock::time_point sent) {
+    cancel_undo_of_owner();  // as start(): none was pending when the turn was taken
     c_.track(this);
     tracked_ = true;
+    if (c_.stopping()) {
+      // Shutdown began while the attempt was out: end as the shutdown sweep would end an op
+      // in flight — give back exactly what it may have taken, and leave the queue.
+      queued_ = sent_ticket_;
+      return finish(errc::shutdown);
+    }
     on_reply(ec, r, sent);
+  }
+
+  // A give-back still running for an earlier acquisition by this owner must stop before this
+  // op's first attempt goes out: it would delete what this op acquires (same owner field, same
+  // count). One connection keeps order, so what it already sent runs before our attempt.
+  void cancel_undo_of_owner() {
+    if (c_.undoing().empty()) return;  // (no key to build on the usual path)
+    c_.undoing().erase(undo_key());
+    c_.undos_changed();
   }
 
   // The token of an acquisition that on_reply() would take as it is (config::wait_replicas is
@@ -369,9 +376,13 @@ class acquire_op final : public waiter,
     giving_back_ = true;
     send_give_back(have, [self = shared_from_this(), have, then = std::move(then)](std::error_code ec) mutable {
       self->giving_back_ = false;
-      then();
       // An op that goes on settles it with its next attempt; one that ended gives it back.
-      if (ec && self->finished_) self->undo_in_background(have);
+      // Announced before then() may complete the caller: a new acquire of this owner must
+      // find it (it takes the strand's path, behind the give-back, and cancels it there).
+      if (ec) self->announce_undo();
+      then();
+      if (ec && self->finished_) return self->undo_in_background(have);
+      if (ec) self->end_undo();
     });
   }
 
@@ -388,9 +399,12 @@ class acquire_op final : public waiter,
   // A later acquire by the same owner cancels it (start()): from then on the acquisition it
   // would give back may be that op's.
   void undo_in_background(std::uint32_t have) {
+    announce_undo();
+    undo_until(have, last_sent_ + hold_->lease, std::chrono::milliseconds{50});
+  }
+  void announce_undo() {
     c_.undoing()[undo_key()] = undo_id();
     c_.undos_changed();
-    undo_until(have, last_sent_ + hold_->lease, std::chrono::milliseconds{50});
   }
   void undo_until(std::uint32_t have, clock::time_point until, clock::duration pause) {
     if (!undo_pending()) return;  // cancelled by a newer acquire of this owner

@@ -55,9 +55,10 @@ void start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
 // and the lock is free), errc::lease_lost (the lease was lost before: nothing of anyone else's
 // was touched), errc::not_owner (no hold to release), or a connection error after which
 // calling again is safe (the release is idempotent).
-// `resends`: sends of this release already made whose replies were lost.
+// `resends`: sends of this release already made whose replies were lost; `releasing`: the
+// caller set hold_state::releasing for this release already.
 void start_release(client_impl& c, std::shared_ptr<hold_state> hold, completion<bool> done,
-                   int resends = 0);
+                   int resends = 0, bool releasing = false);
 // The same from a blocking unlock on its own thread (config::caller_io): sent on the caller's
 // channel when it can, completing on the calling thread; the rest as start_release.
 void start_release_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,

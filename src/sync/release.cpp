@@ -90,10 +90,11 @@ void send_release(client_impl& c, std::shared_ptr<release_state> st, completion<
 }  // namespace
 
 void start_release(client_impl& c, std::shared_ptr<hold_state> h, completion<bool> done,
-                   int resends) {
-  c.post_or_shutdown(std::move(done), [&c, h, resends](completion<bool> complete) {
+                   int resends, bool releasing) {
+  c.post_or_shutdown(std::move(done), [&c, h, resends, releasing](completion<bool> complete) {
         if (h->count == 0) return complete(errc::not_owner, false);
-        if (h->releasing.exchange(true)) return complete(errc::not_owner, false);  // one at a time
+        // One at a time (`releasing`: the caller's channel hands over the one it started).
+        if (!releasing && h->releasing.exchange(true)) return complete(errc::not_owner, false);
         // A lease is lost once its trusted time has passed, even if the watchdog's timer has
         // not fired yet.
         auto trusted = c.watchdog().trusted_until(*h);
@@ -136,11 +137,14 @@ void start_release_from_caller(client_impl& c, std::shared_ptr<hold_state> h, co
       scripts::mutex_release,
       encode_mutex_release(c.cfg(), lock_keys{h->name}, std::to_string(h->lease.count()), h->owner, have_n, {}),
       sent + c.cfg().command_timeout, r);
-  turn.release();
   if (ec == errc::timeout || ec == errc::connection_lost) {
-    h->releasing = false;
-    return start_release(c, std::move(h), std::move(done), 1);
+    // No reply: fence the request (client_impl::fence_caller_channel), then the strand sends
+    // it again as a resend, taking over `releasing` so that no renewal slips in between.
+    if (const auto doubtful = turn.take_doubtful()) c.fence_caller_channel(doubtful);
+    turn.release();
+    return start_release(c, std::move(h), std::move(done), 1, true);
   }
+  turn.release();
   const auto out = read_release_reply(ec, r, have_n, 0);
   if (out.what == release_outcome::failed) {
     h->releasing = false;

@@ -47,6 +47,13 @@ caller_channel::turn caller_channel::take(clock::time_point deadline) {
     return {};
   }
   if (fd_ >= 0 && peer->second != follows_connects_) close();  // it reconnected: follow it
+  if (fd_ >= 0) {
+    // Closed or reset by the server while idle (its `timeout`, CLIENT KILL)? Then the next
+    // request would be lost with its outcome unknown: reconnect first.
+    char b;
+    const auto n = ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) close();
+  }
   if (fd_ < 0) {
     if (clock::now() < retry_at_) return {};
     follows_connects_ = peer->second;
@@ -75,7 +82,7 @@ bool caller_channel::connect(const asio::ip::tcp::endpoint& ep, clock::time_poin
   // one system call per request and per reply, as a synchronous client makes.
   const int flags = ::fcntl(fd_, F_GETFL);
   if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) return false;
-  timeout_ = clock::duration::zero();
+  timeout_ = unset;
   reader_.reset();
   // The same handshake as the pipelined connection's (link::send_handshake), in one write.
   std::string hello;
@@ -96,21 +103,34 @@ bool caller_channel::connect(const asio::ip::tcp::endpoint& ep, clock::time_poin
     resp::append_command(hello, {"CLIENT", "SETNAME", cfg_.client_name + ":caller"});
     ++replies;
   }
+  // Its id, to fence a request left in doubt (client_impl::fence_caller_channel).
+  resp::append_command(hello, {"CLIENT", "ID"});
+  ++replies;
   std::error_code ec;
-  if (!hello.empty()) {
-    if (!write_all(hello, deadline, ec)) return false;
-    for (std::size_t i = 0; i < replies; ++i) {
-      auto r = read_one(deadline, ec);
-      if (!r || r->is_error()) return false;
+  if (!write_all(hello, deadline, ec)) return false;
+  for (std::size_t i = 0; i < replies; ++i) {
+    auto r = read_one(deadline, ec);
+    if (!r || r->is_error()) return false;
+    if (i + 1 == replies) {
+      if (!r->is_integer() || r->integer() <= 0) return false;
+      id_ = static_cast<std::uint64_t>(r->integer());
     }
   }
   ++connects_;
   return true;
 }
 
-void caller_channel::close() {
-  if (fd_ >= 0) ::close(fd_);
+void caller_channel::close(bool reset) {
+  if (fd_ >= 0) {
+    if (reset) {
+      // A reset, not an orderly close: what is still unsent is dropped, never retransmitted.
+      linger l{1, 0};
+      ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+    ::close(fd_);
+  }
   fd_ = -1;
+  id_ = 0;
   reader_.reset();
 }
 
@@ -125,7 +145,8 @@ void caller_channel::close_for_good() {
 bool caller_channel::set_timeout(clock::time_point deadline) {
   const auto left = deadline - clock::now();
   if (left <= clock::duration::zero()) return false;
-  if (left < timeout_ - std::chrono::milliseconds{1} || left > timeout_ + std::chrono::milliseconds{1}) {
+  if (timeout_ == unset || left < timeout_ - std::chrono::milliseconds{1} ||
+      left > timeout_ + std::chrono::milliseconds{1}) {
     const auto us = std::max<std::int64_t>(std::chrono::ceil<std::chrono::microseconds>(left).count(), 1);
     timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
     if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
@@ -191,8 +212,10 @@ std::error_code caller_channel::exchange(std::string_view bytes, std::size_t rep
     if (reader_.next(more) || more) ec = errc::protocol_error;
   }
   if (ec) {
-    // The reply may still come, or the stream is out of step: never reuse this connection.
-    close();
+    // The reply may still come, or the stream is out of step: never reuse this connection,
+    // and let the caller fence what it sent (take_doubtful()).
+    doubtful_ = id_;
+    close(true);
     retry_at_ = clock::now() + cfg_.reconnect_min;
     if (ec != errc::timeout) ec = errc::connection_lost;
     return ec;

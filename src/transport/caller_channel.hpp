@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <asio/ip/tcp.hpp>
@@ -61,6 +62,9 @@ class caller_channel {
     std::error_code eval(const scripts::script& s, std::string_view request,
                          clock::time_point deadline, reply& out);
     void release() { lock_ = {}; ch_ = nullptr; }
+    // After eval() failed with no reply: the Redis client id of the connection the request went
+    // out on (closed now), for the caller to fence; 0 if none. Once per failure.
+    std::uint64_t take_doubtful() noexcept { return ch_ ? std::exchange(ch_->doubtful_, 0) : 0; }
 
    private:
     friend class caller_channel;
@@ -84,7 +88,7 @@ class caller_channel {
 
  private:
   bool connect(const asio::ip::tcp::endpoint& ep, clock::time_point deadline);
-  void close();
+  void close(bool reset = false);
   // Writes `bytes`, then reads `replies` replies into `out` (the last one kept); on any failure
   // closes the connection.
   std::error_code exchange(std::string_view bytes, std::size_t replies, clock::time_point deadline,
@@ -100,7 +104,10 @@ class caller_channel {
   int fd_ = -1;
   std::uint64_t follows_connects_ = 0;  // the pipelined connection's count we connected after
   clock::time_point retry_at_{};
-  clock::duration timeout_{};  // SO_RCVTIMEO/SO_SNDTIMEO as last set
+  static constexpr clock::duration unset{-1};
+  clock::duration timeout_ = unset;  // SO_RCVTIMEO/SO_SNDTIMEO as last set (unset: never)
+  std::uint64_t id_ = 0;        // CLIENT ID of the connection up now
+  std::uint64_t doubtful_ = 0;  // CLIENT ID of one closed with a request in doubt
   bool closed_ = false;
   resp::reader reader_;
   std::vector<char> buf_;

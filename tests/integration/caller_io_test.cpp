@@ -153,6 +153,31 @@ TEST(caller_io, shutdown_during_a_call_gives_back_what_the_call_took) {
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "the acquisition was given back";
 }
 
+TEST(caller_io, a_request_left_in_doubt_on_the_channel_is_fenced_and_nothing_stays_held) {
+  // Writes wait while the server is paused for writes: the channel's acquire gets no reply in
+  // time, so its connection is killed (CLIENT KILL ID on the command connection, ahead of the
+  // resend) and the call ends by its deadline; once the pause is over nothing may be held.
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv, "timeout=200ms")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex m{c, name};
+  m.lock();  // the channel is up
+  m.unlock();
+  srv.command({"CLIENT", "PAUSE", "800", "WRITE"});
+  const auto t0 = steady::now();
+  std::error_code ec;
+  const bool got = m.try_lock_for(300ms, ec);
+  EXPECT_LT(steady::now() - t0, 2s) << "bounded by the deadline and one command timeout";
+  EXPECT_FALSE(got && !ec);
+  if (got && !ec) m.unlock();
+  std::this_thread::sleep_for(1200ms);  // the pause ends; the give-back runs
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+  EXPECT_NE(srv.command({"INFO", "commandstats"}).find("cmdstat_client|kill:calls=1,"), std::string::npos);
+  m.lock();  // and the channel is back
+  m.unlock();
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+}
+
 TEST(caller_io, renewals_and_caller_releases_never_cross) {
   // Renewals every 100 ms while four threads lock and unlock as fast as they can, some holds
   // kept across a renewal: a release sent on the channel while a renewal of the same hold is
