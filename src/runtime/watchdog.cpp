@@ -53,11 +53,7 @@ void watchdog::take_note(hold_note n, std::optional<clock::time_point> due) {
     if (wake) drain_posted_ = true;
   }
   if (wake) {
-    asio::post(strand_, [this, alive = alive_] {
-      if (!*alive) return;
-      apply_notes();
-      rearm();
-    });
+    post_drain();
   }
 }
 
@@ -97,6 +93,14 @@ void watchdog::apply_notes() {
   }
 }
 
+void watchdog::post_drain() {
+  asio::post(strand_, [this, alive = alive_] {
+    if (!*alive) return;
+    apply_notes();
+    rearm();
+  });
+}
+
 void watchdog::publish_armed(clock::time_point at) {
   bool pending = false;
   {
@@ -107,11 +111,7 @@ void watchdog::publish_armed(clock::time_point at) {
     if (pending) drain_posted_ = true;
   }
   if (pending) {
-    asio::post(strand_, [this, alive = alive_] {
-      if (!*alive) return;
-      apply_notes();
-      rearm();
-    });
+    post_drain();
   }
 }
 

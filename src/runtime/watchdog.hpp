@@ -69,7 +69,8 @@ class watchdog {
   };
   void apply_notes();                  // strand: the notes so far, into the schedule
   void take_note(hold_note n, std::optional<clock::time_point> due);
-  void publish_armed(clock::time_point at);  // strand: the timer's time, for note()
+  void publish_armed(clock::time_point at);  // strand: the timer's time, for take_note()
+  void post_drain();                         // apply_notes() and rearm() on the strand
   void rearm();                        // full scan: the timer for the next due time
   void arm_by(clock::time_point t);    // make sure the timer fires no later than t
   void arm(clock::time_point at);

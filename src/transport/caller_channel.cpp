@@ -84,25 +84,10 @@ bool caller_channel::connect(const asio::ip::tcp::endpoint& ep, clock::time_poin
   if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) return false;
   timeout_ = unset;
   reader_.reset();
-  // The same handshake as the pipelined connection's (link::send_handshake), in one write.
+  // The command connection's handshake (link::send_handshake), in one write.
   std::string hello;
-  std::size_t replies = 0;
-  if (!cfg_.password.empty()) {
-    if (cfg_.username.empty()) {
-      resp::append_command(hello, {"AUTH", cfg_.password});
-    } else {
-      resp::append_command(hello, {"AUTH", cfg_.username, cfg_.password});
-    }
-    ++replies;
-  }
-  if (cfg_.database != 0) {
-    resp::append_command(hello, {"SELECT", std::to_string(cfg_.database)});
-    ++replies;
-  }
-  if (!cfg_.client_name.empty()) {
-    resp::append_command(hello, {"CLIENT", "SETNAME", cfg_.client_name + ":caller"});
-    ++replies;
-  }
+  std::size_t replies = append_handshake(
+      hello, cfg_, cfg_.client_name.empty() ? std::string{} : cfg_.client_name + ":caller");
   // Its id, to fence a request left in doubt (client_impl::fence_caller_channel).
   resp::append_command(hello, {"CLIENT", "ID"});
   ++replies;

@@ -144,28 +144,33 @@ void link::on_connected(std::uint64_t gen) {
                           });
 }
 
+std::size_t append_handshake(std::string& out, const config& cfg, std::string_view client_name) {
+  std::size_t n = 0;
+  if (!cfg.password.empty()) {
+    if (cfg.username.empty()) {
+      resp::append_command(out, {"AUTH", cfg.password});
+    } else {
+      resp::append_command(out, {"AUTH", cfg.username, cfg.password});
+    }
+    ++n;
+  }
+  if (cfg.database != 0) {
+    resp::append_command(out, {"SELECT", std::to_string(cfg.database)});
+    ++n;
+  }
+  if (!client_name.empty()) {
+    resp::append_command(out, {"CLIENT", "SETNAME", client_name});
+    ++n;
+  }
+  return n;
+}
+
 // AUTH, SELECT and CLIENT SETNAME go out in one write; user traffic waits for their replies.
 void link::send_handshake() {
   state_ = state::handshaking;
   std::string& out = *wbuf_;
   out.clear();
-  handshake_left_ = 0;
-  if (!cfg_.password.empty()) {
-    if (cfg_.username.empty()) {
-      resp::append_command(out, {"AUTH", cfg_.password});
-    } else {
-      resp::append_command(out, {"AUTH", cfg_.username, cfg_.password});
-    }
-    ++handshake_left_;
-  }
-  if (cfg_.database != 0) {
-    resp::append_command(out, {"SELECT", std::to_string(cfg_.database)});
-    ++handshake_left_;
-  }
-  if (!cfg_.client_name.empty()) {
-    resp::append_command(out, {"CLIENT", "SETNAME", cfg_.client_name});
-    ++handshake_left_;
-  }
+  handshake_left_ = append_handshake(out, cfg_, cfg_.client_name);
   if (handshake_left_ == 0) {  // still prove the server answers before calling it ready
     resp::append_command(out, {"PING"});
     ++handshake_left_;

@@ -27,6 +27,10 @@
 
 namespace dlock::transport {
 
+// Appends a new connection's handshake for `cfg` — AUTH, SELECT, CLIENT SETNAME `client_name`,
+// each only if needed — and returns how many replies it asks for.
+std::size_t append_handshake(std::string& out, const config& cfg, std::string_view client_name);
+
 class link : public std::enable_shared_from_this<link> {
  public:
   using executor_type = asio::strand<asio::io_context::executor_type>;

@@ -90,8 +90,7 @@ TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_t
   // Wait until b's waiter is queued, then unlock: it must be named and woken by the message
   // (its re-check is 20 s away; the test's time limit is far below that).
   const auto queue = dlock::keys::waiter_queue(name);
-  for (int i = 0; i < 500 && a.execute({"ZCARD", queue}).integer() == 0; ++i) std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(a.execute({"ZCARD", queue}).integer(), 1);
+  ASSERT_TRUE(dlock::test::wait_until([&] { return a.execute({"ZCARD", queue}).integer() == 1; }, 5s));
   const auto first = ma.fencing_token();
   ma.unlock();
   ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
