@@ -104,6 +104,7 @@ class caller_channel {
   int fd_ = -1;
   std::uint64_t follows_connects_ = 0;  // the pipelined connection's count we connected after
   clock::time_point retry_at_{};
+  clock::time_point last_used_{};  // the last request's send
   static constexpr clock::duration unset{-1};
   clock::duration timeout_ = unset;  // SO_RCVTIMEO/SO_SNDTIMEO as last set (unset: never)
   std::uint64_t id_ = 0;        // CLIENT ID of the connection up now
