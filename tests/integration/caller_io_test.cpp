@@ -42,6 +42,7 @@ std::int64_t exists(dlock::client& c, const std::string& key) {
 TEST(caller_io, blocking_lock_and_unlock_go_over_the_callers_channel) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};
+  c.ping();  // the command connection is up: the channel follows it
   dlock::mutex m{c, dlock::test::unique_name("lock")};
   m.lock();
   EXPECT_GT(m.fencing_token(), 0u);
@@ -81,6 +82,7 @@ TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_t
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex ma{a, name}, mb{b, name};
   ma.lock();
+  b.ping();  // b's command connection is up: the channel follows it (before, calls go the strand's way)
   auto waiter = std::async(std::launch::async, [&] {
     mb.lock();  // held: it waits on b's I/O thread, queued by the channel's attempt
     const auto token = mb.fencing_token();
