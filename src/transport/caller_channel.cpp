@@ -185,7 +185,6 @@ std::optional<reply> caller_channel::read_one(clock::time_point deadline, std::e
 std::error_code caller_channel::exchange(std::string_view bytes, std::size_t replies,
                                          clock::time_point deadline, reply& out) {
   std::error_code ec;
-  ++calls_;
   last_used_ = clock::now();
   if (write_all(bytes, deadline, ec)) {
     for (std::size_t i = 0; i < replies && !ec; ++i) {
@@ -213,6 +212,7 @@ std::error_code caller_channel::exchange(std::string_view bytes, std::size_t rep
 
 std::error_code caller_channel::turn::eval(const scripts::script& s, std::string_view request,
                                            clock::time_point deadline, reply& out) {
+  ++ch_->calls_;
   auto ec = ch_->exchange(request, 1, deadline, out);
   if (ec != errc::no_script) return ec;
   // Not in the server's script cache (SCRIPT FLUSH, a restart): load it and send again, back
