@@ -122,6 +122,8 @@ class client_impl {
   std::uint64_t caller_calls() const noexcept { return caller_ ? caller_->calls() : 0; }
   // Strand only: after changing undoing().
   void undos_changed() { undos_.store(undoing_.size()); }
+  // Acquisitions being given back in the background (thread-safe; for tests and metrics).
+  std::size_t undos() const noexcept { return undos_.load(); }
   // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
   void warn(warning w, const std::string& message);
 
