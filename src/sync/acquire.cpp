@@ -68,8 +68,8 @@ class acquire_op final : public waiter,
   // reply — carries on on the strand exactly as if that attempt had been sent from there
   // (resume()). Without a turn on the channel the op starts on the strand.
   void start_from_caller() {
-    auto turn = hold_->lost ? transport::caller_channel::turn{}
-                            : c_.caller_turn(clock::now() + budget(clock::now()));
+    const auto now = clock::now();
+    auto turn = hold_->lost ? transport::caller_channel::turn{} : c_.caller_turn(now + budget(now));
     if (!turn) {
       auto self = shared_from_this();
       return c_.post_or_shutdown(std::move(done_), [self](auto done) {
