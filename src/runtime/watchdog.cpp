@@ -26,8 +26,8 @@ void watchdog::note_refreshed(const std::shared_ptr<hold_state>& h, clock::time_
   take_note({h, hold_note::refreshed, sent}, std::nullopt);
 }
 
-void watchdog::note_released(const std::shared_ptr<hold_state>& h, bool lost) {
-  take_note({h, hold_note::released, {}, lost}, std::nullopt);
+void watchdog::note_released(const std::shared_ptr<hold_state>& h) {
+  take_note({h, hold_note::released, {}}, std::nullopt);
 }
 
 void watchdog::take_note(hold_note n, std::optional<clock::time_point> due) {
@@ -38,11 +38,11 @@ void watchdog::take_note(hold_note n, std::optional<clock::time_point> due) {
     auto [it, fresh] = notes_.try_emplace(n.hold->id, n);
     if (!fresh) {
       // Coalesce per hold: added then refreshed is added later; added then released never
-      // reaches the schedule (but a loss is still marked).
+      // reaches the schedule.
       auto& old = it->second;
       if (n.what == hold_note::refreshed) {
         old.sent = std::max(old.sent, n.sent);
-      } else if (n.what == hold_note::released && old.what == hold_note::added && !n.lost) {
+      } else if (n.what == hold_note::released && old.what == hold_note::added) {
         notes_.erase(it);
       } else {
         old = n;
@@ -87,7 +87,6 @@ void watchdog::apply_notes() {
       case hold_note::released:
         schedule_.remove(h->id);
         holds_.erase(h->id);
-        if (n.lost) mark_lost(*h);
         break;
     }
   }

@@ -30,14 +30,14 @@ class watchdog {
            std::chrono::milliseconds command_timeout, std::chrono::milliseconds watchdog_lease);
 
   // Thread-safe: what a blocking call learned about its hold on its own thread (config::
-  // caller_io) — acquired (first time), its lease reset, released (lost: found gone). Applied
+  // caller_io) — acquired (first time), its lease reset, released. Applied
   // on the strand, in order per hold, before the watchdog next looks at its holds (every
   // strand-only member below applies them first). The I/O thread is woken only when a new
   // hold is due before the watchdog's timer fires (or too much is waiting), so a lock+unlock
   // on the caller's channel usually costs the I/O thread nothing.
   void note_added(const std::shared_ptr<hold_state>& h, clock::time_point sent);
   void note_refreshed(const std::shared_ptr<hold_state>& h, clock::time_point sent);
-  void note_released(const std::shared_ptr<hold_state>& h, bool lost);
+  void note_released(const std::shared_ptr<hold_state>& h);
 
   // Strand only. Tracks `h`, trusted from `sent` (when its acquire was sent).
   void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
@@ -65,7 +65,6 @@ class watchdog {
     std::shared_ptr<hold_state> hold;
     enum { added, refreshed, released } what;
     clock::time_point sent{};
-    bool lost = false;
   };
   void apply_notes();                  // strand: the notes so far, into the schedule
   void take_note(hold_note n, std::optional<clock::time_point> due);

@@ -112,8 +112,8 @@ void start_release(client_impl& c, std::shared_ptr<hold_state> h, completion<boo
 
 // The release on the caller's channel (config::caller_io). Only for a hold that is trusted,
 // not being released, and that no renewal is on its way for (see watchdog::renew): its release
-// then cannot overtake a renewal. The watchdog learns the outcome by a post, which the strand
-// runs before any later operation of this thread. No reply (timeout, connection lost): the
+// then cannot overtake a renewal. The watchdog learns the outcome by a note, which it applies
+// before it next looks at its holds. No reply (timeout, connection lost): the
 // strand's release sends it again, as a resend.
 void start_release_from_caller(client_impl& c, std::shared_ptr<hold_state> h, completion<bool> done) {
   const auto now = clock::now();
@@ -156,7 +156,7 @@ void start_release_from_caller(client_impl& c, std::shared_ptr<hold_state> h, co
   const bool freed = out.freed;
   if (lost) mark_lost(*h);  // on this thread: a thread's hold has no on_lost callbacks
   if (freed) {
-    c.watchdog().note_released(h, false);
+    c.watchdog().note_released(h);
   } else {
     c.watchdog().note_refreshed(h, sent);  // a partial release resets the lease
   }
