@@ -15,6 +15,7 @@ using namespace std::string_view_literals;
 constexpr std::chrono::milliseconds max_duration{365ll * 24 * 3'600'000};
 // A hand-off longer than this would hold every other waiter up for no purpose.
 constexpr std::chrono::milliseconds max_handoff_window{60'000};
+constexpr std::chrono::milliseconds max_subscription_linger{3'600'000};
 
 bool parse_uint(std::string_view s, std::uint64_t& out) {
   if (s.empty()) return false;
@@ -124,6 +125,7 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
   if (key == "watchdog") return set_duration(cfg.watchdog_lease, key, value, false, st);
   if (key == "recheck") return set_duration(cfg.wait_recheck, key, value, false, st);
   if (key == "handoff") return set_duration(cfg.handoff_window, key, value, true, st);  // <= 1m: validate()
+  if (key == "linger") return set_duration(cfg.subscription_linger, key, value, true, st);  // <= 1h: validate()
   if (key == "max_name") {
     std::uint64_t n = 0;
     if (!parse_uint(value, n) || n == 0 || n > 65536) return st.fail("max_name must be 1..65536");
@@ -275,6 +277,9 @@ std::error_code config::validate(std::string& reason) const {
   }
   if (handoff_window.count() < 0 || handoff_window > max_handoff_window) {
     return bad("handoff must be 0..1m");
+  }
+  if (subscription_linger.count() < 0 || subscription_linger > max_subscription_linger) {
+    return bad("linger must be 0..1h");
   }
   if (max_name_length == 0) return bad("max_name must be positive");
   if (io_threads == 0) return bad("io_threads must be at least 1");

@@ -37,6 +37,8 @@
 //                 caller_io below); `off`: every call goes through the client's I/O thread
 //   handoff       how long an unlock keeps the lock for the waiter it wakes (default 100ms;
 //                 `0` = no hand-off: whoever asks first after an unlock takes the lock)
+//   linger        how long a lock's unlock channel stays subscribed after its last waiter in
+//                 this client is done (default 1s; `0` = unsubscribe at once)
 //
 // Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
 // rejected with errc::invalid_uri.
@@ -108,6 +110,13 @@ struct config {
   // line is told to stand by and re-checks when the window has passed. A waiter that gives up,
   // or whose client is destroyed, passes it on at once. 0 = off.
   std::chrono::milliseconds handoff_window{100};
+  // How long a lock's unlock channel (redisson_lock__channel:{name}) stays subscribed after the
+  // last waiter of this client on it is done. A client that waits on the same lock again
+  // within it (a worker loop) neither subscribes again nor re-checks after the subscription's
+  // confirmation: two commands and a round trip less per wait. Meanwhile unlock messages of
+  // that lock still reach the client (and are dropped). At most 64 channels linger per client;
+  // the oldest is unsubscribed first. 0 = unsubscribe at once, as Redisson does.
+  std::chrono::milliseconds subscription_linger{1000};
   // Called at most once per kind of warning per client, on the client's I/O thread (it must not
   // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".
   std::function<void(warning, std::string_view message)> on_warning;

@@ -36,7 +36,8 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       // submit commands, so the scheduler and the reactor must keep their locks.
       ioc_{cfg_.io_threads == 1 ? ASIO_CONCURRENCY_HINT_1 : ASIO_CONCURRENCY_HINT_DEFAULT},
       work_{asio::make_work_guard(ioc_)},
-      strand_{asio::make_strand(ioc_)} {
+      strand_{asio::make_strand(ioc_)},
+      linger_timer_{strand_} {
   ec = cfg_.validate(reason);
   std::shared_ptr<asio::ssl::context> tls;
   if (!ec && cfg_.tls.enabled) tls = transport::make_tls_context(cfg_.tls, ec, reason);
@@ -65,6 +66,12 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
                  "dlock_waiter__channel:* channels");
       },
       keys::waiter_channel(id_));
+  waiters_->set_linger(cfg_.subscription_linger, [this](std::chrono::steady_clock::time_point at) {
+    linger_timer_.expires_at(at);
+    linger_timer_.async_wait([this](std::error_code e) {
+      if (!e) waiters_->sweep(std::chrono::steady_clock::now());
+    });
+  });
   if (ec) {
     conn_->stop();  // every call completes with shutdown; see submit() for the init error
     sub_->stop();
@@ -131,6 +138,8 @@ void client_impl::shutdown(std::error_code& ec) {
   std::promise<void> drained;
   asio::post(strand_, [this, &drained] {
     watchdog_->stop();
+    waiters_->set_linger({}, {});  // waiters that leave now unsubscribe at once
+    linger_timer_.cancel();
     auto ops = ops_;  // abort() untracks
     for (auto* op : ops) op->abort(errc::shutdown);
     if (!conn_->connected()) return drained.set_value();

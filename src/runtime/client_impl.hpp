@@ -4,6 +4,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/system_executor.hpp>
 #include <mutex>
 
@@ -145,6 +146,7 @@ class client_impl {
   std::atomic<std::size_t> undos_{0};  // undoing_.size(), readable from any thread
   std::unique_ptr<detail::watchdog> watchdog_;
   std::unique_ptr<waiter_registry> waiters_;
+  asio::steady_timer linger_timer_;  // strand: the waiter registry's next sweep of lingering channels
   hold_table holds_;
   std::unordered_set<abortable*> ops_;  // strand only
   std::vector<std::thread> threads_;

@@ -35,23 +35,31 @@ std::uint64_t waiter_registry::parse_standby(std::string_view payload) {
   return parse_ticket(payload.substr(1));
 }
 
-void waiter_registry::add(const std::string& channel, waiter* w) {
+void waiter_registry::add(const std::string& channel, waiter* w, clock::time_point sent) {
   if (!own_channel_.empty() && !own_subscribed_) {
     // Before the lock's channel, on the same connection: confirmed first.
     own_subscribed_ = true;
     subscribe_(own_channel_, [this](const transport::pubsub_event& ev) { on_own_event(ev); });
   }
   auto [it, fresh] = channels_.try_emplace(channel);
-  it->second.waiters.push_back(w);
+  auto& e = it->second;
+  if (e.lingers) {
+    lingering_.erase(*e.lingers);
+    e.lingers.reset();
+    --lingering_count_;
+  }
+  if (e.waiters.empty()) ++channel_count_;
+  e.waiters.push_back(w);
   if (auto early = std::find(named_early_.begin(), named_early_.end(), w->ticket);
       w->ticket != 0 && early != named_early_.end()) {
     named_early_.erase(early);
     w->named = true;
     w->wake_pending = true;  // the caller (it registers after its attempt) re-checks at once
   }
+  // A message that nobody heard, after this waiter's attempt: maybe the unlock it waits for.
+  if (e.unheard >= sent) w->wake_pending = true;
   if (fresh) {
-    ++channel_count_;
-    it->second.listener = subscribe_(channel, [this, channel](const transport::pubsub_event& ev) {
+    e.listener = subscribe_(channel, [this, channel](const transport::pubsub_event& ev) {
       on_event(channel, ev);
     });
   }
@@ -60,11 +68,58 @@ void waiter_registry::add(const std::string& channel, waiter* w) {
 void waiter_registry::remove(const std::string& channel, waiter* w) {
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
-  it->second.waiters.remove(w);
-  if (!it->second.waiters.empty()) return;
-  unsubscribe_(it->second.listener);
-  channels_.erase(it);
+  auto& e = it->second;
+  const auto before = e.waiters.size();
+  e.waiters.remove(w);
+  if (!e.waiters.empty() || before == 0) return;
   --channel_count_;
+  if (linger_ <= clock::duration::zero() || e.refused) return drop(it);
+  e.idle_since = clock::now();
+  e.lingers = lingering_.insert(lingering_.end(), channel);
+  ++lingering_count_;
+  if (lingering_.size() > max_lingering) {
+    drop_oldest();
+  } else if (lingering_.size() == 1 && arm_) {
+    arm_(e.idle_since + linger_);
+  }
+}
+
+void waiter_registry::drop(std::unordered_map<std::string, entry>::iterator it) {
+  if (it == channels_.end()) return;
+  if (it->second.lingers) {
+    lingering_.erase(*it->second.lingers);
+    --lingering_count_;
+  } else if (!it->second.waiters.empty()) {
+    --channel_count_;
+  }
+  const auto listener = it->second.listener;
+  channels_.erase(it);
+  unsubscribe_(listener);
+}
+
+void waiter_registry::drop_oldest() {
+  auto it = channels_.find(lingering_.front());
+  if (it == channels_.end()) {  // cannot be (an entry leaves the list when it leaves)
+    lingering_.pop_front();
+    --lingering_count_;
+    return;
+  }
+  drop(it);
+}
+
+void waiter_registry::sweep(clock::time_point now) {
+  while (!lingering_.empty()) {
+    auto it = channels_.find(lingering_.front());
+    if (it != channels_.end() && now - it->second.idle_since < linger_) {
+      if (arm_) arm_(it->second.idle_since + linger_);
+      return;
+    }
+    drop_oldest();
+  }
+}
+
+void waiter_registry::drop_lingering() {
+  while (!lingering_.empty()) drop_oldest();
 }
 
 std::size_t waiter_registry::waiters(const std::string& channel) const {
@@ -76,6 +131,7 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
   using type = transport::pubsub_event::type;
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
+  if (it->second.waiters.empty() && ev.what != type::failed) it->second.unheard = clock::now();
   switch (ev.what) {
     case type::message: {
       auto& e = it->second;
@@ -113,7 +169,13 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
       wake_all(channel);
       return;
     case type::failed:
-      return refuse(ev.ec, {channel});
+      it->second.refused = true;
+      refuse(ev.ec, {channel});
+      // Lingering, nobody is told (refuse() counted it): a new waiter subscribes again.
+      if (auto again = channels_.find(channel); again != channels_.end() && again->second.lingers) {
+        drop(again);
+      }
+      return;
   }
 }
 

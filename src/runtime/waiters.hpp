@@ -1,7 +1,13 @@
 // Who waits for which lock in this client, and waking them on pub/sub messages. Strand only.
 //
 // The first waiter on a channel subscribes it (through the subscriber); the last one to leave
-// unsubscribes. Waiters of one name share the subscription. The first waiter of all also
+// unsubscribes — or, with a linger (config::subscription_linger), leaves it subscribed that
+// long, so that a process that waits on the same lock again soon (a worker loop) neither
+// subscribes again nor re-checks after the confirmation: its first attempt went out while the
+// channel was subscribed. A message that comes while a lingering channel has no waiter is
+// remembered by when it came: a waiter that registers after it, with an attempt sent before
+// it, re-checks at once (add()). At most max_lingering channels linger; the oldest goes first.
+// Waiters of one name share the subscription. The first waiter of all also
 // subscribes the client's own channel (keys::waiter_channel), first, on the same connection,
 // so it is confirmed before the lock's; it stays subscribed while the client lives.
 //
@@ -28,10 +34,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -59,10 +67,13 @@ class waiter {
 
 class waiter_registry {
  public:
+  using clock = std::chrono::steady_clock;
   using subscribe_fn = std::function<transport::listener_id(const std::string& channel,
                                                             transport::pubsub_listener)>;
   using unsubscribe_fn = std::function<void(transport::listener_id)>;
   using refused_fn = std::function<void(std::error_code)>;  // a subscription was refused
+  using arm_fn = std::function<void(clock::time_point)>;     // call sweep() at this time
+  static constexpr std::size_t max_lingering = 64;
 
   // `own_channel`: this client's keys::waiter_channel (empty: none, tickets come on the lock
   // channels only).
@@ -84,7 +95,21 @@ class waiter_registry {
   // The ticket a stand-by message ('-' and a ticket) names, or 0.
   static std::uint64_t parse_standby(std::string_view payload);
 
-  void add(const std::string& channel, waiter* w);
+  // Keep a lock channel subscribed for `linger` after its last waiter leaves (0: unsubscribe
+  // at once, the default). `arm` asks for a sweep() at a time; a later request replaces it.
+  void set_linger(clock::duration linger, arm_fn arm) {
+    linger_ = linger;
+    arm_ = std::move(arm);
+  }
+  // Unsubscribes the channels that have lingered `linger` by `now`, and asks for the next sweep.
+  void sweep(clock::time_point now);
+  // Unsubscribes every lingering channel now (shutdown).
+  void drop_lingering();
+
+  // Registers `w` on `channel` after an attempt sent at `sent` found the lock held. If the
+  // channel is subscribed already and a message came while nobody waited on it, after `sent`,
+  // the waiter is told to re-check (wake_pending): that message may be the unlock it waits for.
+  void add(const std::string& channel, waiter* w, clock::time_point sent = clock::time_point::max());
   void remove(const std::string& channel, waiter* w);
 
   // Wakes one waiter of `channel` as an unlock message would (a waiter leaving with a wake-up
@@ -98,6 +123,8 @@ class waiter_registry {
 
   // Channels with waiters (thread-safe; for tests and metrics).
   std::size_t channels() const noexcept { return channel_count_.load(); }
+  // Channels subscribed with no waiter, lingering (thread-safe; for tests and metrics).
+  std::size_t lingering() const noexcept { return lingering_count_.load(); }
   std::size_t waiters(const std::string& channel) const;  // strand only
   // Subscriptions the server refused (e.g. NOPERM on channels); waiting falls back to re-checks.
   std::uint64_t refused() const noexcept { return refused_.load(); }
@@ -107,7 +134,16 @@ class waiter_registry {
     transport::listener_id listener = 0;
     std::list<waiter*> waiters;
     bool announced = false;  // a ticket came: skip the `0` that follows it
+    bool refused = false;    // its subscription was refused: it never lingers
+    // An event that came while nobody waited (a waiter with an earlier attempt re-checks).
+    clock::time_point unheard = clock::time_point::min();
+    // Lingering since (no waiters; its place in lingering_), if it lingers.
+    std::optional<std::list<std::string>::iterator> lingers;
+    clock::time_point idle_since{};
   };
+  // The channel's entry leaves and its subscription ends.
+  void drop(std::unordered_map<std::string, entry>::iterator it);
+  void drop_oldest();  // the channel that has lingered longest
   void wake_one(entry& e);
   // This client's registered waiter holding `ticket`, or null.
   waiter* ours(const entry& e, std::uint64_t ticket) const;
@@ -128,6 +164,9 @@ class waiter_registry {
   const std::string own_channel_;
   bool own_subscribed_ = false;  // own_channel_'s subscription was made (kept while the client lives)
   std::unordered_map<std::string, entry> channels_;
+  clock::duration linger_{0};
+  arm_fn arm_;
+  std::list<std::string> lingering_;  // channels lingering, oldest first
   // Tickets of this client an unlock named before their waiter registered (the name can
   // arrive on the subscriber connection before the reply that queued the waiter): add() gives
   // the waiter its wake-up. Bounded; oldest dropped.
@@ -136,6 +175,7 @@ class waiter_registry {
   std::atomic<std::uint32_t> next_;  // ticket counter, from a random start (clients sharing a tag rarely collide)
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::size_t> channel_count_{0};
+  std::atomic<std::size_t> lingering_count_{0};
 };
 
 }  // namespace dlock::detail

@@ -341,7 +341,9 @@ class acquire_op final : public waiter,
     if (!time_left(now)) return finish(errc::timeout);
     if (!registered_) {
       registered_ = true;
-      c_.waiters().add(keys_.channel, this);  // its (re)subscription wakes us for one more check
+      // A new subscription's confirmation wakes us for one more check; on a channel still
+      // subscribed (it lingers), an unlock message nobody heard since this attempt does.
+      c_.waiters().add(keys_.channel, this, last_sent_);
     }
     if (wake_pending) return attempt();
     clock::duration d = c_.cfg().wait_recheck;

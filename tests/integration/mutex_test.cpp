@@ -237,6 +237,88 @@ TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
   EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "every waiter left the queue";
 }
 
+// config::subscription_linger: a client that waits on the same lock again soon (a worker loop)
+// keeps the lock's channel subscribed in between — no SUBSCRIBE, no re-check after the
+// confirmation, no UNSUBSCRIBE — and lets it go once the linger has passed.
+TEST(mutex, a_second_wait_within_the_linger_reuses_the_subscription) {
+  dlock::test::redis_server srv;
+  // recheck=20s: only messages wake the waiter.
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s&linger=500ms")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto channel = dlock::keys::lock_channel(name);
+  dlock::mutex h{holder, name}, w{waiter, name};
+  auto one_wait = [&] {
+    h.lock();
+    auto t = on_thread([&] {
+      if (!w.try_lock_for(10s)) throw std::runtime_error("not acquired");
+      w.unlock();
+    });
+    EXPECT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+    EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 1; }, 5s));
+    h.unlock();
+    ASSERT_EQ(t.wait_for(10s), std::future_status::ready);
+    t.get();
+  };
+  one_wait();
+  EXPECT_EQ(waiter.impl().waiters().lingering(), 1u);
+  EXPECT_EQ(numsub(srv, channel), 1) << "still subscribed";
+  srv.command({"CONFIG", "RESETSTAT"});
+  one_wait();
+  // The holder's lock and unlock, the waiter's attempt, its acquire when named, its unlock.
+  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha"), 5);
+  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_subscribe"), 0);
+  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_unsubscribe"), 0);
+  EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 0; }, 5s))
+      << "unsubscribed after the linger";
+  EXPECT_EQ(waiter.impl().waiters().lingering(), 0u);
+  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_unsubscribe"), 1);
+}
+
+// On a lingering channel a waiter registers without the check a new subscription's
+// confirmation gives it: an unlock must still wake it, whenever it comes — Redisson's unlock (a
+// plain `0`, no ticket) to a waiter whose re-check is 20 s away, at moments that move from
+// before the waiter's attempt to after its registration. (The narrowest case, a message
+// between the attempt's reply and the registration, is waiters_linger's unit test: here it is
+// too narrow to hit at will.)
+TEST(mutex, an_unlock_wakes_a_waiter_on_a_lingering_channel_whenever_it_comes) {
+  dlock::test::redis_server srv;
+  dlock::client waiter{config_for(srv, "recheck=20s&linger=10s")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto channel = dlock::keys::lock_channel(name);
+  dlock::mutex w{waiter, name};
+  // A first wait makes the channel linger.
+  srv.command({"HSET", name, "someone:1", "1"});
+  auto first = on_thread([&] {
+    const bool got = w.try_lock_for(10s);
+    if (got) w.unlock();
+    return got;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 1; }, 5s));
+  srv.command({"DEL", name});
+  srv.command({"PUBLISH", channel, "0"});
+  ASSERT_EQ(first.wait_for(10s), std::future_status::ready);
+  ASSERT_TRUE(first.get());
+  ASSERT_EQ(waiter.impl().waiters().lingering(), 1u);
+  // Held by someone else (not a dlock: its unlock names nobody); each round the `0` comes (the
+  // lock freed) a little later. However it falls, the waiter acquires within moments.
+  for (int round = 0; round < 20; ++round) {
+    srv.command({"HSET", name, "someone:1", "1"});
+    auto t = on_thread([&] {
+      const auto start = steady::now();
+      const bool got = w.try_lock_for(10s);
+      if (got) w.unlock();
+      return std::pair{got, steady::now() - start};
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds{100 * round});
+    srv.command({"DEL", name});
+    srv.command({"PUBLISH", channel, "0"});
+    ASSERT_EQ(t.wait_for(10s), std::future_status::ready) << "round " << round;
+    const auto [got, took] = t.get();
+    EXPECT_TRUE(got);
+    EXPECT_LT(took, 2s) << "round " << round << ": woken by the unlock, not the 20 s re-check";
+  }
+}
+
 // The waiter queue only speeds wake-ups up: a queue key of another type (or one the server
 // refuses to grow) fails no lock call, leaves nothing held and is never touched.
 TEST(mutex, a_queue_key_of_another_type_fails_nothing) {

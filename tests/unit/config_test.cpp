@@ -194,6 +194,13 @@ TEST(config_from_uri, handoff_window) {
   EXPECT_EQ(parse_ok("redis://h?handoff=1m").handoff_window, 1min);
 }
 
+TEST(config_from_uri, subscription_linger) {
+  EXPECT_EQ(parse_ok("redis://h").subscription_linger, 1s);
+  EXPECT_EQ(parse_ok("redis://h?linger=250ms").subscription_linger, 250ms);
+  EXPECT_EQ(parse_ok("redis://h?linger=0").subscription_linger, 0ms) << "0: unsubscribe at once";
+  EXPECT_EQ(parse_ok("redis://h?linger=1h").subscription_linger, 1h);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bad URIs: each is rejected with errc::invalid_uri, a reason, and by the throwing overload.
 
@@ -257,6 +264,7 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
         "redis://h?caller_io=", "redis://h?caller_io=1", "redis://h?caller_io=ON",
         "redis://h?handoff=", "redis://h?handoff=-1", "redis://h?handoff=61s", "redis://h?handoff=x",
+        "redis://h?linger=", "redis://h?linger=-1", "redis://h?linger=61m", "redis://h?linger=x",
         // durations
         "redis://h?timeout=abc", "redis://h?timeout=-5ms", "redis://h?timeout=1.5s",
         "redis://h?timeout=10parsecs", "redis://h?timeout=0", "redis://h?timeout=99999999999h",
@@ -402,7 +410,7 @@ TEST(config_validate, watchdog_lease_too_short) {
   EXPECT_EQ(validate(cfg), errc::invalid_uri);
 }
 
-TEST(config_validate, durations_above_a_year_or_bad_handoff) {
+TEST(config_validate, durations_above_a_year_or_bad_handoff_or_linger) {
   // What a URI cannot express (parse_duration stops at a year) a struct must not carry either.
   const auto year_and_a_day = std::chrono::milliseconds{366ll * 24 * 3'600'000};
   for (auto field : {&config::watchdog_lease, &config::wait_recheck, &config::wait_timeout,
@@ -419,6 +427,12 @@ TEST(config_validate, durations_above_a_year_or_bad_handoff) {
   EXPECT_EQ(validate(cfg), errc::invalid_uri);
   cfg.handoff_window = 0ms;
   EXPECT_FALSE(validate(cfg)) << "0 = off";
+  cfg.subscription_linger = -1ms;
+  EXPECT_EQ(validate(cfg), errc::invalid_uri);
+  cfg.subscription_linger = std::chrono::hours{1} + 1ms;
+  EXPECT_EQ(validate(cfg), errc::invalid_uri);
+  cfg.subscription_linger = 0ms;
+  EXPECT_FALSE(validate(cfg)) << "0 = unsubscribe at once";
 }
 
 TEST(config_validate, zero_io_threads) {

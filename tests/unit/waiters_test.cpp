@@ -628,3 +628,142 @@ TEST_F(waiters_reentrancy, the_woken_waiter_removes_itself_during_wake_one) {
 }
 
 }  // namespace
+
+// Lingering subscriptions (config::subscription_linger): a channel stays subscribed for a
+// while after its last waiter leaves.
+class waiters_linger : public ::testing::Test {
+ protected:
+  using clock = waiter_registry::clock;
+  fake_subscriber sub;
+  waiter_registry reg = sub.make_registry();
+  std::vector<clock::time_point> armed;  // each sweep the registry asked for
+  void SetUp() override {
+    reg.set_linger(std::chrono::seconds{1}, [this](clock::time_point at) { armed.push_back(at); });
+  }
+};
+
+TEST_F(waiters_linger, the_last_waiter_leaving_keeps_the_channel_subscribed_until_the_sweep) {
+  fake_waiter w1;
+  reg.add(chan_a, &w1);
+  const auto before = clock::now();
+  reg.remove(chan_a, &w1);
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  EXPECT_EQ(reg.channels(), 0u) << "no waiter on it";
+  EXPECT_EQ(reg.lingering(), 1u);
+  ASSERT_EQ(armed.size(), 1u);
+  EXPECT_GE(armed[0], before + std::chrono::seconds{1});
+  EXPECT_LE(armed[0], clock::now() + std::chrono::seconds{1});
+
+  reg.sweep(armed[0] - std::chrono::milliseconds{1});  // early: kept, asked again
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  ASSERT_EQ(armed.size(), 2u);
+  EXPECT_EQ(armed[1], armed[0]);
+
+  reg.sweep(armed[0]);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[0]});
+  EXPECT_EQ(reg.lingering(), 0u);
+  EXPECT_EQ(armed.size(), 2u) << "nothing left to sweep";
+  reg.sweep(armed[0] + std::chrono::hours{1});  // a late timer: no-op
+  EXPECT_EQ(sub.unsubscribed.size(), 1u);
+}
+
+TEST_F(waiters_linger, a_new_waiter_takes_the_lingering_subscription_without_a_check) {
+  fake_waiter w1, w2;
+  reg.add(chan_a, &w1);
+  sub.publish(chan_a, type::subscribed);
+  EXPECT_EQ(w1.wakes, 1) << "the confirmation: one more check";
+  reg.remove(chan_a, &w1);
+
+  reg.add(chan_a, &w2, clock::now());
+  EXPECT_EQ(sub.subscribed.size(), 1u) << "no second SUBSCRIBE";
+  EXPECT_EQ(reg.lingering(), 0u);
+  EXPECT_EQ(reg.channels(), 1u);
+  EXPECT_FALSE(w2.wake_pending) << "its attempt went out while the channel was subscribed";
+  EXPECT_EQ(w2.wakes, 0);
+  EXPECT_TRUE(sub.message(chan_a, "0"));
+  EXPECT_EQ(w2.wakes, 1) << "unlock messages reach it";
+
+  // Its leaving and the sweep at the first one's time keep it: it lingers from its own leave.
+  reg.remove(chan_a, &w2);
+  reg.sweep(clock::now());
+  EXPECT_TRUE(sub.unsubscribed.empty());
+  EXPECT_EQ(reg.lingering(), 1u);
+}
+
+TEST_F(waiters_linger, a_message_nobody_heard_after_a_waiters_attempt_makes_it_check_again) {
+  fake_waiter w1, early, late;
+  reg.add(chan_a, &w1);
+  sub.publish(chan_a, type::subscribed);
+  reg.remove(chan_a, &w1);
+
+  const auto sent_before = clock::now();
+  EXPECT_TRUE(sub.message(chan_a, "0"));  // nobody waits: heard by nobody
+  const auto sent_after = clock::now() + std::chrono::microseconds{1};
+  reg.add(chan_a, &early, sent_before);
+  EXPECT_TRUE(early.wake_pending) << "that unlock may be the one its attempt missed";
+  EXPECT_EQ(early.wakes, 0) << "the waiter acts on wake_pending itself (acquire_op)";
+  reg.remove(chan_a, &early);
+
+  reg.add(chan_a, &late, sent_after);
+  EXPECT_FALSE(late.wake_pending) << "its attempt saw what that unlock did";
+}
+
+TEST_F(waiters_linger, a_resubscription_while_lingering_counts_as_unheard) {
+  fake_waiter w1, w2;
+  reg.add(chan_a, &w1);
+  sub.publish(chan_a, type::subscribed);
+  reg.remove(chan_a, &w1);
+  const auto sent = clock::now();
+  sub.publish(chan_a, type::resubscribed);  // messages may have been missed while reconnecting
+  reg.add(chan_a, &w2, sent);
+  EXPECT_TRUE(w2.wake_pending);
+}
+
+TEST_F(waiters_linger, at_most_max_lingering_channels_linger_the_oldest_goes_first) {
+  std::vector<fake_waiter> ws(waiter_registry::max_lingering + 1);
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    reg.add("redisson_lock__channel:{" + std::to_string(i) + "}", &ws[i]);
+  }
+  for (std::size_t i = 0; i < ws.size(); ++i) {
+    reg.remove("redisson_lock__channel:{" + std::to_string(i) + "}", &ws[i]);
+  }
+  EXPECT_EQ(reg.lingering(), waiter_registry::max_lingering);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[0]}) << "the oldest";
+  EXPECT_EQ(armed.size(), 1u) << "asked once, for the oldest";
+
+  reg.drop_lingering();
+  EXPECT_EQ(reg.lingering(), 0u);
+  EXPECT_EQ(sub.unsubscribed.size(), ws.size());
+  EXPECT_TRUE(sub.live.empty());
+}
+
+TEST_F(waiters_linger, a_refused_channel_never_lingers) {
+  fake_waiter w1, w2, w3;
+  reg.add(chan_a, &w1);
+  sub.publish(chan_a, type::failed);
+  EXPECT_EQ(w1.refusals, 1);
+  reg.remove(chan_a, &w1);
+  EXPECT_EQ(sub.unsubscribed, std::vector<listener_id>{sub.ids[0]}) << "refused: not kept";
+  EXPECT_EQ(reg.lingering(), 0u);
+
+  // Refused while lingering (a resubscription after a reconnect): counted, and let go.
+  reg.add(chan_b, &w2);
+  reg.remove(chan_b, &w2);
+  ASSERT_EQ(reg.lingering(), 1u);
+  sub.publish(chan_b, type::failed);
+  EXPECT_EQ(reg.refused(), 2u);
+  EXPECT_EQ(reg.lingering(), 0u);
+  EXPECT_EQ(sub.unsubscribed.size(), 2u);
+  reg.add(chan_b, &w3);
+  EXPECT_EQ(sub.subscribed.back(), chan_b) << "a new waiter subscribes again";
+  EXPECT_EQ(sub.subscribed.size(), 3u);
+}
+
+TEST_F(waiters_linger, zero_linger_unsubscribes_at_once) {
+  reg.set_linger({}, {});
+  fake_waiter w1;
+  reg.add(chan_a, &w1);
+  reg.remove(chan_a, &w1);
+  EXPECT_EQ(sub.unsubscribed.size(), 1u);
+  EXPECT_EQ(reg.lingering(), 0u);
+}
