@@ -24,6 +24,15 @@ void connection::submit_on(std::uint64_t generation, std::string payload, clock:
     std::unique_lock lock{mu_};
     if (!closed_) {
       incoming_.push_back(std::move(r));
+      // Early write (see the header). Only on the strand, which flush() needs (and which owns
+      // the link's state, so it is asked first); not from a handler the pipeline completes
+      // while it walks its queues (a push would invalidate the walk); and only while
+      // connected: flush() then never completes a request (it would inside this call).
+      if (incoming_.size() >= early_write_batch && get_executor().running_in_this_thread() &&
+          completing_ == 0 && ready() && !stopped()) {
+        lock.unlock();
+        return flush();
+      }
       if (flush_posted_) return;
       flush_posted_ = true;
       lock.unlock();
@@ -58,7 +67,10 @@ void connection::flush() {
   want_write();
 }
 
-void connection::fill_write(std::string& out) { pipe_.take_writes(out, generation_); }
+void connection::fill_write(std::string& out) {
+  const completing walk{completing_};
+  pipe_.take_writes(out, generation_);
+}
 
 void connection::on_ready() {
   arm_deadline(pipe_.next_deadline(true));
@@ -70,6 +82,7 @@ void connection::on_reply(reply r) {
 }
 
 void connection::on_down(std::error_code why) {
+  const completing walk{completing_};
   pipe_.on_disconnect();
   // Waiting cannot fix a wrong password or a certificate the server rejects.
   if (!is_retryable(why) && why != errc::protocol_error) pipe_.fail_queued(why);
@@ -90,6 +103,7 @@ void connection::on_stopped() {
     late.swap(incoming_);
   }
   deadline_timer_.cancel();
+  const completing walk{completing_};
   pipe_.fail_all(errc::shutdown);
   for (auto& r : late) complete(r, errc::shutdown);
 }
@@ -117,7 +131,12 @@ void connection::arm_deadline(std::optional<clock::time_point> at) {
 
 void connection::on_deadline() {
   armed_for_ = clock::time_point::max();
-  if (pipe_.expire(clock::now(), ready(), waiting_error())) {
+  bool stuck = false;
+  {
+    const completing walk{completing_};
+    stuck = pipe_.expire(clock::now(), ready(), waiting_error());
+  }
+  if (stuck) {
     drop(errc::timeout);  // re-arms through on_down
     return;
   }

@@ -1,6 +1,11 @@
 // The pipelined command connection: many requests in flight on one socket, from any number of
 // threads and coroutines. submit() is thread-safe and cheap (a locked push; one post per batch),
 // so requests made while a write is in progress leave together in the next write.
+// Early write: handlers on the strand that submit many requests in one turn (fifty lockers'
+// next scripts, made by the replies of one read) would have them all wait for the posted
+// flush, and the server would idle while the client works through the batch, then the client
+// while the server does. Once early_write_batch requests wait and the submitter runs on the
+// strand, they are flushed at once: the server starts on them while the rest are made.
 //
 // Timeouts: every request has a deadline (submission + its timeout). A request that expires
 // completes with errc::timeout; if it was the oldest one in flight the server is not answering
@@ -52,6 +57,17 @@ class connection final : public link {
   void on_stopped() override;
 
   void flush();
+  static constexpr std::size_t early_write_batch = 8;
+  // Counts the pipeline walks in progress that complete requests inline (strand only): a
+  // handler they run must not flush early into the queue being walked.
+  struct completing {
+    explicit completing(int& n) : n_{n} { ++n_; }
+    ~completing() { --n_; }
+    completing(const completing&) = delete;
+    completing& operator=(const completing&) = delete;
+    int& n_;
+  };
+  int completing_ = 0;
   void arm_deadline(std::optional<clock::time_point> at);
   void on_deadline();
   std::error_code waiting_error() const;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <asio/co_spawn.hpp>
+#include <asio/post.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "dlock/client.hpp"
+#include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
@@ -95,6 +97,72 @@ TEST(connection, pipelines_many_threads_and_matches_every_reply) {
   // Requests submitted while a write is in progress leave together in the next one.
   EXPECT_LT(c.impl().connection().writes(), threads * per_thread / 4)
       << "writes were not coalesced";
+}
+
+// Many requests submitted by handlers on the strand in one turn (an asynchronous program's
+// next commands, made by the replies of one read) leave before the turn ends, in order, so the
+// server starts on them while the rest are made (connection::early_write_batch).
+TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  c.ping();
+  auto& conn = c.impl().connection();
+  constexpr int n = 64;
+  std::promise<std::uint64_t> writes_in_turn;
+  std::promise<void> all_done;
+  int next = 0, out_of_order = 0, failed = 0;  // strand only
+  const auto before = conn.writes();
+  asio::post(c.impl().strand(), [&] {
+    for (int i = 0; i < n; ++i) {
+      conn.submit(dlock::resp::encode_command({"ECHO", std::to_string(i)}), 5s,
+                  [&, i](std::error_code ec, dlock::reply r) {
+                    if (ec || r.str() != std::to_string(i)) ++failed;
+                    if (i != next++) ++out_of_order;
+                    if (next == n) all_done.set_value();
+                  });
+    }
+    writes_in_turn.set_value(conn.writes() - before);
+  });
+  ASSERT_EQ(all_done.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_GE(writes_in_turn.get_future().get(), 1u) << "nothing left before the turn ended";
+  EXPECT_EQ(out_of_order, 0);
+  EXPECT_EQ(failed, 0);
+  EXPECT_LT(conn.writes() - before, 16u) << "still batched, not a write per request";
+}
+
+// Handlers that the pipeline runs while it walks its queues (here: requests timing out against
+// a stopped server) may submit many requests: those wait for the posted flush instead of
+// being pushed into the queue being walked (connection::completing_), and all complete once
+// the server answers again.
+TEST(connection, handlers_run_by_an_expiring_walk_may_submit_many) {
+  dlock::test::redis_server srv;
+  auto cfg = config_for(srv);
+  cfg.command_timeout = 200ms;
+  cfg.connect_timeout = 200ms;
+  dlock::client c{cfg};
+  ASSERT_TRUE(ping_within(c, 5s));
+  auto& conn = c.impl().connection();
+  constexpr int first = 12, each = 12;
+  std::atomic<int> timed_out{0}, second_done{0}, second_ok{0};
+  srv.pause();
+  asio::post(c.impl().strand(), [&] {
+    for (int i = 0; i < first; ++i) {
+      conn.submit(dlock::resp::encode_command({"PING"}), 200ms, [&](std::error_code ec, dlock::reply) {
+        if (ec) ++timed_out;
+        for (int j = 0; j < each; ++j) {
+          conn.submit(dlock::resp::encode_command({"PING"}), 10s, [&](std::error_code e2, dlock::reply) {
+            if (!e2) ++second_ok;
+            ++second_done;
+          });
+        }
+      });
+    }
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return timed_out.load() == first; }, 5s));
+  srv.resume();
+  ASSERT_TRUE(dlock::test::wait_until([&] { return second_done.load() == first * each; }, 15s));
+  EXPECT_GT(second_ok.load(), 0) << "the server answers again";
+  EXPECT_TRUE(ping_within(c, 10s));
 }
 
 TEST(connection, completes_through_awaitable_future_and_callback_tokens) {
