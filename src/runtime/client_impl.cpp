@@ -139,6 +139,7 @@ void client_impl::shutdown(std::error_code& ec) {
   asio::post(strand_, [this, &drained] {
     watchdog_->stop();
     waiters_->set_linger({}, {});  // waiters that leave now unsubscribe at once
+    waiters_->drop_lingering();
     linger_timer_.cancel();
     auto ops = ops_;  // abort() untracks
     for (auto* op : ops) op->abort(errc::shutdown);

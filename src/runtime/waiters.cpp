@@ -261,6 +261,9 @@ void waiter_registry::wake(waiter* w) {
 }
 
 void waiter_registry::wake_one(entry& e) {
+  // Nobody to wake (a lingering channel): a waiter that registers later, with an attempt sent
+  // before now, re-checks (add()).
+  if (e.waiters.empty()) e.unheard = clock::now();
   for (auto* w : e.waiters) {
     if (!w->attempting) {
       w->wake();

@@ -113,6 +113,7 @@ class acquire_op final : public waiter,
     if (finished_) return;
     // While giving an acquisition back, the wake-up may be that release's own message: acting
     // on it now would take the lock again just before this op ends.
+    woken_ = true;
     if (attempting || giving_back_) {
       wake_pending = true;
       return;
@@ -275,6 +276,7 @@ class acquire_op final : public waiter,
     if (e.size() != 1) return finish(errc::protocol_error);
     ambiguous_since_.reset();  // "held by another" proves no earlier resend was applied
     resends_ = 0;
+    if (!wake_pending) woken_ = false;  // a wake-up before this attempt found the lock held
     if (sent_ticket_) {
       queued_ = true;
       if (unqueued_) leave_queue();  // refused while this attempt was in flight
@@ -448,9 +450,10 @@ class acquire_op final : public waiter,
     timer_.cancel();
     if (registered_) {
       c_.waiters().remove(keys_.channel, this);
-      // A wake-up meant for this waiter must not die with it: the lock may be free. (A hand-off
-      // kept for its ticket is passed on by the leave below.)
-      if (wake_pending && ec) c_.waiters().wake_one(keys_.channel);
+      // A wake-up meant for this waiter must not die with it: the lock may be free — one not
+      // yet acted on, or one whose attempt ended without an answer (a transient error, then the
+      // deadline). (A hand-off kept for its ticket is passed on by the leave below.)
+      if ((wake_pending || woken_) && ec) c_.waiters().wake_one(keys_.channel);
     }
     if (queued_ && ec) leave_queue();
     // Ended (the client shuts down) with an attempt in flight: if it acquired, nobody would
@@ -482,6 +485,7 @@ class acquire_op final : public waiter,
   bool queued_ = false;     // an attempt found the lock held and entered the waiter queue
   bool sent_ticket_ = false;  // the latest attempt carried the ticket (it may queue)
   bool unqueued_ = false;   // waits by re-checks only, out of the queue (channels refused)
+  bool woken_ = false;      // woken, and no attempt since has found the lock held
   std::optional<clock::time_point> standby_at_;  // re-check by then (stood by while attempting)
 };
 

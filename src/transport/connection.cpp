@@ -74,6 +74,9 @@ void connection::fill_write(std::string& out) {
 
 void connection::on_ready() {
   arm_deadline(pipe_.next_deadline(true));
+  // The hook's submits wait for the write that follows on_ready(): an early flush now would
+  // take the queue before it, completing requests bound to the old connection inside them.
+  const completing hook{completing_};
   if (++generation_ > 1 && on_reconnect_) on_reconnect_();
 }
 

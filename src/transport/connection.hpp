@@ -58,8 +58,9 @@ class connection final : public link {
 
   void flush();
   static constexpr std::size_t early_write_batch = 8;
-  // Counts the pipeline walks in progress that complete requests inline (strand only): a
-  // handler they run must not flush early into the queue being walked.
+  // Counts the pipeline walks in progress that complete requests inline, and the reconnect
+  // hook (strand only): a handler they run must not flush early into the queue being walked,
+  // nor take the queue ahead of the write that follows on_ready().
   struct completing {
     explicit completing(int& n) : n_{n} { ++n_; }
     ~completing() { --n_; }

@@ -132,8 +132,8 @@ TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
 
 // Handlers that the pipeline runs while it walks its queues (here: requests timing out against
 // a stopped server) may submit many requests: those wait for the posted flush instead of
-// being pushed into the queue being walked (connection::completing_), and all complete once
-// the server answers again.
+// being written into the queue being walked (connection::completing_) — no write happens
+// inside such a handler — and all complete once the server answers again.
 TEST(connection, handlers_run_by_an_expiring_walk_may_submit_many) {
   dlock::test::redis_server srv;
   auto cfg = config_for(srv);
@@ -143,24 +143,27 @@ TEST(connection, handlers_run_by_an_expiring_walk_may_submit_many) {
   ASSERT_TRUE(ping_within(c, 5s));
   auto& conn = c.impl().connection();
   constexpr int first = 12, each = 12;
-  std::atomic<int> timed_out{0}, second_done{0}, second_ok{0};
+  std::atomic<int> timed_out{0}, second_done{0}, second_ok{0}, written_in_walk{0};
   srv.pause();
   asio::post(c.impl().strand(), [&] {
     for (int i = 0; i < first; ++i) {
       conn.submit(dlock::resp::encode_command({"PING"}), 200ms, [&](std::error_code ec, dlock::reply) {
         if (ec) ++timed_out;
+        const auto writes_before = conn.writes();
         for (int j = 0; j < each; ++j) {
           conn.submit(dlock::resp::encode_command({"PING"}), 10s, [&](std::error_code e2, dlock::reply) {
             if (!e2) ++second_ok;
             ++second_done;
           });
         }
+        if (conn.writes() != writes_before) ++written_in_walk;
       });
     }
   });
   ASSERT_TRUE(dlock::test::wait_until([&] { return timed_out.load() == first; }, 5s));
   srv.resume();
   ASSERT_TRUE(dlock::test::wait_until([&] { return second_done.load() == first * each; }, 15s));
+  EXPECT_EQ(written_in_walk.load(), 0) << "a handler run by the walk wrote into the walked queue";
   EXPECT_GT(second_ok.load(), 0) << "the server answers again";
   EXPECT_TRUE(ping_within(c, 10s));
 }

@@ -243,7 +243,7 @@ TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
 TEST(mutex, a_second_wait_within_the_linger_reuses_the_subscription) {
   dlock::test::redis_server srv;
   // recheck=20s: only messages wake the waiter.
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s&linger=500ms")};
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s&linger=2s")};
   const auto name = dlock::test::unique_name("lock");
   const auto channel = dlock::keys::lock_channel(name);
   dlock::mutex h{holder, name}, w{waiter, name};
@@ -268,7 +268,7 @@ TEST(mutex, a_second_wait_within_the_linger_reuses_the_subscription) {
   EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha"), 5);
   EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_subscribe"), 0);
   EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_unsubscribe"), 0);
-  EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 0; }, 5s))
+  EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 0; }, 10s))
       << "unsubscribed after the linger";
   EXPECT_EQ(waiter.impl().waiters().lingering(), 0u);
   EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_unsubscribe"), 1);

@@ -708,6 +708,24 @@ TEST_F(waiters_linger, a_message_nobody_heard_after_a_waiters_attempt_makes_it_c
   EXPECT_FALSE(late.wake_pending) << "its attempt saw what that unlock did";
 }
 
+// A wake-up passed on by the last waiter to leave (it was woken mid-attempt, then gave up) finds
+// nobody on a lingering channel: a waiter whose attempt went out before it must re-check.
+TEST_F(waiters_linger, a_wake_up_passed_on_to_nobody_counts_as_unheard) {
+  fake_waiter a, b;
+  reg.add(chan_a, &a);
+  sub.publish(chan_a, type::subscribed);
+  a.wakes = 0;
+  a.attempting = true;
+  const auto b_sent = clock::now();   // b's attempt: it will find the lock held
+  EXPECT_TRUE(sub.message(chan_a, "0"));  // the unlock: a is mid-attempt, so it is told to retry
+  EXPECT_TRUE(a.wake_pending);
+  EXPECT_EQ(a.wakes, 0);
+  reg.remove(chan_a, &a);   // a's deadline passed: it leaves, lingering the channel...
+  reg.wake_one(chan_a);     // ...and passes its wake-up on (acquire_op::finish)
+  reg.add(chan_a, &b, b_sent);
+  EXPECT_TRUE(b.wake_pending) << "the lock may be free: b must check";
+}
+
 TEST_F(waiters_linger, a_resubscription_while_lingering_counts_as_unheard) {
   fake_waiter w1, w2;
   reg.add(chan_a, &w1);
