@@ -319,6 +319,50 @@ TEST(mutex, an_unlock_wakes_a_waiter_on_a_lingering_channel_whenever_it_comes) {
   }
 }
 
+// A waiter woken by an unlock whose attempts then meet only a transient error (BUSY: a script
+// runs long) until its deadline passes must pass the wake-up on as it leaves: the lock is free,
+// and the next waiter, whose re-check is 20 s away, would otherwise sleep through it.
+TEST(mutex, a_waiter_leaving_after_a_wake_up_it_could_not_answer_passes_it_on) {
+  dlock::test::redis_server srv;
+  srv.command({"CONFIG", "SET", "busy-reply-threshold", "100"});  // BUSY after 100 ms of script
+  dlock::client c{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto channel = dlock::keys::lock_channel(name);
+  const auto queue = "dlock_lock_waiters:{" + name + "}";
+  srv.command({"HSET", name, "someone:1", "1"});  // held, no expiry, by no dlock (names nobody)
+  const auto start = steady::now();
+  auto first = on_thread([&] {
+    dlock::mutex m{c, name};
+    std::error_code ec;
+    return m.try_lock_until(start + 1500ms, ec);  // ends while the script still runs
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":1"; }, 5s));
+  auto second = on_thread([&] {
+    dlock::mutex m{c, name};
+    const bool got = m.try_lock_for(15s);
+    const auto at = steady::now();
+    if (got) m.unlock();
+    return std::pair{got, at};
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 1; }, 5s));
+  // Free the lock, wake one waiter (the first: FIFO), and keep the server busy for 2 s: every
+  // attempt until then is answered BUSY.
+  const std::string script =
+      "redis.call('del', KEYS[1]) redis.call('publish', KEYS[2], '0') "
+      "local t0 = redis.call('time') local t = t0 "
+      "while (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) < 2000000 do t = redis.call('time') end "
+      "return 1";
+  const auto busy_end = steady::now() + 2s;
+  srv.command({"EVAL", script, "2", name, channel}, dlock::test::command_options{.timeout = 10s});
+  ASSERT_EQ(first.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(first.get()) << "the first waiter's deadline passed while the server was busy";
+  ASSERT_EQ(second.wait_for(20s), std::future_status::ready);
+  const auto [got, at] = second.get();
+  EXPECT_TRUE(got);
+  EXPECT_LT(at - busy_end, 5s) << "woken by the passed-on wake-up, not the 20 s re-check";
+}
+
 // The waiter queue only speeds wake-ups up: a queue key of another type (or one the server
 // refuses to grow) fails no lock call, leaves nothing held and is never touched.
 TEST(mutex, a_queue_key_of_another_type_fails_nothing) {
