@@ -113,7 +113,7 @@ struct config {
   // How long a lock's unlock channel (redisson_lock__channel:{name}) stays subscribed after the
   // last waiter of this client on it is done. A client that waits on the same lock again
   // within it (a worker loop) neither subscribes again nor re-checks after the subscription's
-  // confirmation: two commands and a round trip less per wait. Meanwhile unlock messages of
+  // confirmation: three commands less per wait (SUBSCRIBE, the check, UNSUBSCRIBE). Meanwhile unlock messages of
   // that lock still reach the client (and are dropped). At most 64 channels linger per client;
   // the oldest is unsubscribed first. 0 = unsubscribe at once, as Redisson does.
   std::chrono::milliseconds subscription_linger{1000};

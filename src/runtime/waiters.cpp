@@ -56,7 +56,7 @@ void waiter_registry::add(const std::string& channel, waiter* w, clock::time_poi
     w->named = true;
     w->wake_pending = true;  // the caller (it registers after its attempt) re-checks at once
   }
-  // A message that nobody heard, after this waiter's attempt: maybe the unlock it waits for.
+  // A wake-up nobody took, after this waiter's attempt: maybe the unlock it waits for.
   if (e.unheard >= sent) w->wake_pending = true;
   if (fresh) {
     e.listener = subscribe_(channel, [this, channel](const transport::pubsub_event& ev) {
@@ -85,12 +85,9 @@ void waiter_registry::remove(const std::string& channel, waiter* w) {
 }
 
 void waiter_registry::drop(std::unordered_map<std::string, entry>::iterator it) {
-  if (it == channels_.end()) return;
   if (it->second.lingers) {
     lingering_.erase(*it->second.lingers);
     --lingering_count_;
-  } else if (!it->second.waiters.empty()) {
-    --channel_count_;
   }
   const auto listener = it->second.listener;
   channels_.erase(it);
@@ -131,7 +128,6 @@ void waiter_registry::on_event(const std::string& channel, const transport::pubs
   using type = transport::pubsub_event::type;
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
-  if (it->second.waiters.empty() && ev.what != type::failed) it->second.unheard = clock::now();
   switch (ev.what) {
     case type::message: {
       auto& e = it->second;
@@ -261,9 +257,7 @@ void waiter_registry::wake(waiter* w) {
 }
 
 void waiter_registry::wake_one(entry& e) {
-  // Nobody to wake (a lingering channel): a waiter that registers later, with an attempt sent
-  // before now, re-checks (add()).
-  if (e.waiters.empty()) e.unheard = clock::now();
+  if (e.waiters.empty()) e.unheard = clock::now();  // nobody to take it (see add())
   for (auto* w : e.waiters) {
     if (!w->attempting) {
       w->wake();
@@ -278,6 +272,7 @@ void waiter_registry::wake_all(const std::string& channel) {
   // only those still registered.
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
+  if (it->second.waiters.empty()) it->second.unheard = clock::now();  // nobody to take it (see add())
   std::vector<waiter*> snapshot{it->second.waiters.begin(), it->second.waiters.end()};
   for (auto* w : snapshot) {
     it = channels_.find(channel);

@@ -4,9 +4,10 @@
 // unsubscribes — or, with a linger (config::subscription_linger), leaves it subscribed that
 // long, so that a process that waits on the same lock again soon (a worker loop) neither
 // subscribes again nor re-checks after the confirmation: its first attempt went out while the
-// channel was subscribed. A message that comes while a lingering channel has no waiter is
-// remembered by when it came: a waiter that registers after it, with an attempt sent before
-// it, re-checks at once (add()). At most max_lingering channels linger; the oldest goes first.
+// channel was subscribed. A wake-up that finds no waiter there (an unlock message, a
+// resubscription, one passed on by a waiter that left) is remembered by when it came: a waiter
+// that registers after it, with an attempt sent before it, re-checks at once (add()). At most
+// max_lingering channels linger; the oldest goes first.
 // Waiters of one name share the subscription. The first waiter of all also
 // subscribes the client's own channel (keys::waiter_channel), first, on the same connection,
 // so it is confirmed before the lock's; it stays subscribed while the client lives.
@@ -107,8 +108,8 @@ class waiter_registry {
   void drop_lingering();
 
   // Registers `w` on `channel` after an attempt sent at `sent` found the lock held. If the
-  // channel is subscribed already and a message came while nobody waited on it, after `sent`,
-  // the waiter is told to re-check (wake_pending): that message may be the unlock it waits for.
+  // channel is subscribed already and a wake-up came while nobody waited on it, after `sent`,
+  // the waiter is told to re-check (wake_pending): it may be the unlock it waits for.
   void add(const std::string& channel, waiter* w, clock::time_point sent = clock::time_point::max());
   void remove(const std::string& channel, waiter* w);
 
@@ -135,13 +136,13 @@ class waiter_registry {
     std::list<waiter*> waiters;
     bool announced = false;  // a ticket came: skip the `0` that follows it
     bool refused = false;    // its subscription was refused: it never lingers
-    // An event that came while nobody waited (a waiter with an earlier attempt re-checks).
+    // A wake-up that came while nobody waited (a waiter with an earlier attempt re-checks).
     clock::time_point unheard = clock::time_point::min();
     // Lingering since (no waiters; its place in lingering_), if it lingers.
     std::optional<std::list<std::string>::iterator> lingers;
     clock::time_point idle_since{};
   };
-  // The channel's entry leaves and its subscription ends.
+  // The channel's entry (without waiters) leaves and its subscription ends.
   void drop(std::unordered_map<std::string, entry>::iterator it);
   void drop_oldest();  // the channel that has lingered longest
   void wake_one(entry& e);

@@ -111,9 +111,9 @@ class acquire_op final : public waiter,
 
   void wake() override {
     if (finished_) return;
+    woken_ = true;
     // While giving an acquisition back, the wake-up may be that release's own message: acting
     // on it now would take the lock again just before this op ends.
-    woken_ = true;
     if (attempting || giving_back_) {
       wake_pending = true;
       return;

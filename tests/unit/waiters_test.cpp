@@ -640,6 +640,14 @@ class waiters_linger : public ::testing::Test {
   void SetUp() override {
     reg.set_linger(std::chrono::seconds{1}, [this](clock::time_point at) { armed.push_back(at); });
   }
+  // `channel` subscribed, confirmed, and left by its only waiter: it lingers.
+  void lingering(const std::string& channel) {
+    fake_waiter w;
+    reg.add(channel, &w);
+    sub.publish(channel, type::subscribed);
+    reg.remove(channel, &w);
+    ASSERT_GE(reg.lingering(), 1u);
+  }
 };
 
 TEST_F(waiters_linger, the_last_waiter_leaving_keeps_the_channel_subscribed_until_the_sweep) {
@@ -691,10 +699,8 @@ TEST_F(waiters_linger, a_new_waiter_takes_the_lingering_subscription_without_a_c
 }
 
 TEST_F(waiters_linger, a_message_nobody_heard_after_a_waiters_attempt_makes_it_check_again) {
-  fake_waiter w1, early, late;
-  reg.add(chan_a, &w1);
-  sub.publish(chan_a, type::subscribed);
-  reg.remove(chan_a, &w1);
+  fake_waiter early, late;
+  lingering(chan_a);
 
   const auto sent_before = clock::now();
   EXPECT_TRUE(sub.message(chan_a, "0"));  // nobody waits: heard by nobody
@@ -726,11 +732,24 @@ TEST_F(waiters_linger, a_wake_up_passed_on_to_nobody_counts_as_unheard) {
   EXPECT_TRUE(b.wake_pending) << "the lock may be free: b must check";
 }
 
+// Only a wake-up that nobody took marks the channel: another client's stand-by, or another
+// client's ticket and the `0` that follows it (its waiter takes the lock), wake nobody here.
+TEST_F(waiters_linger, messages_for_other_clients_waiters_leave_no_mark) {
+  fake_waiter w;
+  lingering(chan_a);
+  const auto sent = clock::now();
+  const std::uint64_t theirs = (std::uint64_t{0x7fffffffu} << 32) | 5;
+  if ((theirs >> 32) == (reg.make_ticket() >> 32)) GTEST_SKIP() << "two random tags collided";
+  EXPECT_TRUE(sub.message(chan_a, "-" + std::to_string(theirs)));
+  EXPECT_TRUE(sub.message(chan_a, std::to_string(theirs)));
+  EXPECT_TRUE(sub.message(chan_a, "0"));
+  reg.add(chan_a, &w, sent);
+  EXPECT_FALSE(w.wake_pending);
+}
+
 TEST_F(waiters_linger, a_resubscription_while_lingering_counts_as_unheard) {
-  fake_waiter w1, w2;
-  reg.add(chan_a, &w1);
-  sub.publish(chan_a, type::subscribed);
-  reg.remove(chan_a, &w1);
+  fake_waiter w2;
+  lingering(chan_a);
   const auto sent = clock::now();
   sub.publish(chan_a, type::resubscribed);  // messages may have been missed while reconnecting
   reg.add(chan_a, &w2, sent);
