@@ -24,6 +24,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -35,6 +36,17 @@ import redis
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LUA = os.path.join(ROOT, "src", "scripts", "lua")
+
+
+def lua_text(name):
+    """src/scripts/lua/<name>.lua with its `-- dlock:include <lib>` lines replaced by
+    lib/<lib>.lua, as cmake/dlock_embed_lua.cmake embeds it."""
+    with open(os.path.join(LUA, name + ".lua"), "rb") as f:
+        text = f.read()
+    return re.sub(rb"-- dlock:include ([a-z_]+)\n",
+                  lambda m: open(os.path.join(LUA, "lib", m.group(1).decode() + ".lua"), "rb").read(), text)
+
+
 CLIENT_ID = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c"  # as a dlock client id
 OWNER = CLIENT_ID + ":1"  # as long as a dlock owner field
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -238,10 +250,10 @@ class Runner:
                                  rows["PING_MBULK"]["p50_latency_ms"] * 1000))
 
     def load_scripts(self):
+        """The scripts as the library embeds them (lua_text), loaded; their SHA1s checked."""
         shas = {}
         for name in ("mutex_acquire", "mutex_release"):
-            with open(os.path.join(LUA, name + ".lua"), "rb") as f:
-                text = f.read()
+            text = lua_text(name)
             sha = self.r.script_load(text)
             if isinstance(sha, bytes):
                 sha = sha.decode()

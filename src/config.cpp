@@ -163,6 +163,11 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
     }
     return true;
   }
+  if (key == "grant") {
+    if (value != "on" && value != "off") return st.fail("grant must be on or off, got '" + value + "'");
+    cfg.grants = value == "on";
+    return true;
+  }
   if (key == "caller_io") {
     if (value != "on" && value != "off") return st.fail("caller_io must be on or off, got '" + value + "'");
     cfg.caller_io = value == "on";

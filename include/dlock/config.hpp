@@ -37,6 +37,8 @@
 //                 caller_io below); `off`: every call goes through the client's I/O thread
 //   handoff       how long an unlock keeps the lock for the waiter it wakes (default 100ms;
 //                 `0` = no hand-off: whoever asks first after an unlock takes the lock)
+//   grant         `on` (default): an unlock hands the lock straight to the waiter it wakes
+//                 (see grants below); `off`: it only keeps the lock for it
 //   linger        how long a lock's unlock channel stays subscribed after its last waiter in
 //                 this client is done (default 1s; `0` = unsubscribe at once)
 //
@@ -110,6 +112,18 @@ struct config {
   // line is told to stand by and re-checks when the window has passed. A waiter that gives up,
   // or whose client is destroyed, passes it on at once. 0 = off.
   std::chrono::milliseconds handoff_window{100};
+  // Grants: within the hand-off, the unlock gives the lock to the woken waiter outright — that
+  // waiter's owner field, a fencing token, the window as its first lease — and tells it so on
+  // its client's channel: the waiter holds the lock when the message arrives, without a round
+  // trip of its own, and confirms in the background (setting its lease). The waiter trusts
+  // the grant from no later than it was made (the message says how long after its last
+  // attempt), for the window; a confirmation that finds it gone marks the lease lost. A waiter
+  // takes grants when handoff_window > 0, wait_replicas == 0 (a grant is the unlocker's write,
+  // which the waiter's WAIT could not count) and this is on; an unlock grants when handoff_window
+  // > 0 and the waiter's fencing mode is its own. Off: the unlock only keeps the lock for the
+  // waiter, which then acquires it. A grant no one hears (its client died) is undone at once;
+  // one to a stalled process holds the queue up for the window, as a reservation would.
+  bool grants = true;
   // How long a lock's unlock channel (redisson_lock__channel:{name}) stays subscribed after the
   // last waiter of this client on it is done. A client that waits on the same lock again
   // within it (a worker loop) neither subscribes again nor re-checks after the subscription's

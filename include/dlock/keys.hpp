@@ -71,6 +71,12 @@ inline std::string waiter_channel(std::string_view client_id) {
 // `<uuid>:<n>`).
 inline constexpr std::string_view handoff_field = "dlock:handoff";
 
+// The field of the lock hash that marks a grant not yet confirmed (config::grants): an unlock
+// that hands the lock straight to the head of the waiter queue writes that waiter's owner field
+// (count 1) and {grant_field: '<ticket> <token>'}; the waiter's confirmation, or its next
+// acquire, deletes it. Its leave releases the lock only while this names its ticket.
+inline constexpr std::string_view grant_field = "dlock:grant";
+
 // Who holds the lock, for `dlock status`: a hash written by holders that describe themselves
 // (the dlock command does), beside the lock hash so that the lock's own layout stays exactly
 // Redisson's. Fields `<owner>:host`, `<owner>:pid`, `<owner>:command`, `<owner>:acquired_ms`.

@@ -9,6 +9,12 @@ void renewal_schedule::add(id h, clock::time_point sent, clock::duration lease, 
                     renew ? sent + lease / 3 : clock::time_point::max(), renew, false};
 }
 
+void renewal_schedule::add_granted(id h, clock::time_point start, clock::duration window,
+                                   clock::duration lease, bool renew) {
+  holds_[h] = entry{lease, trusted_until(start, window),
+                    renew ? start + window / 3 : clock::time_point::max(), renew, false};
+}
+
 void renewal_schedule::remove(id h) { holds_.erase(h); }
 
 std::optional<renewal_schedule::clock::time_point> renewal_schedule::trusted_until(id h) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -35,6 +36,26 @@ std::uint64_t waiter_registry::parse_standby(std::string_view payload) {
   return parse_ticket(payload.substr(1));
 }
 
+std::optional<grant> waiter_registry::parse_grant(std::string_view payload) {
+  if (payload.size() < 2 || payload.front() != '=') return std::nullopt;
+  std::uint64_t fields[4] = {};
+  const char* p = payload.data() + 1;
+  const char* const end = payload.data() + payload.size();
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0 && (p == end || *p++ != ' ')) return std::nullopt;
+    auto [q, ec] = std::from_chars(p, end, fields[i]);
+    if (ec != std::errc{} || q == p) return std::nullopt;
+    p = q;
+  }
+  if (p != end || (fields[0] >> 32) == 0 || fields[3] > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  grant g;
+  g.ticket = fields[0];
+  g.token = fields[1];
+  g.since = std::chrono::milliseconds{static_cast<std::int64_t>(std::min<std::uint64_t>(fields[2], INT32_MAX))};
+  g.sent = clock::time_point{clock::duration{static_cast<clock::rep>(fields[3])}};
+  return g;
+}
+
 void waiter_registry::add(const std::string& channel, waiter* w, clock::time_point sent) {
   if (!own_channel_.empty() && !own_subscribed_) {
     // Before the lock's channel, on the same connection: confirmed first.
@@ -62,6 +83,14 @@ void waiter_registry::add(const std::string& channel, waiter* w, clock::time_poi
     e.listener = subscribe_(channel, [this, channel](const transport::pubsub_event& ev) {
       on_event(channel, ev);
     });
+  }
+  // Last: the waiter may take the lock and leave at once.
+  if (auto g = std::find_if(granted_early_.begin(), granted_early_.end(),
+                            [w](const grant& x) { return x.ticket == w->ticket; });
+      w->ticket != 0 && g != granted_early_.end()) {
+    const auto given = *g;
+    granted_early_.erase(g);
+    w->granted(given);
   }
 }
 
@@ -181,6 +210,13 @@ void waiter_registry::on_own_event(const transport::pubsub_event& ev) {
     case type::message:
       if (const auto sb = parse_standby(ev.payload)) {
         if (auto* w = ours(sb)) w->stand_by();
+      } else if (const auto g = parse_grant(ev.payload)) {
+        if (auto* w = ours(g->ticket)) {
+          w->granted(*g);
+        } else if ((g->ticket >> 32) == tag_) {
+          granted_early_.push_back(*g);
+          if (granted_early_.size() > 64) granted_early_.pop_front();
+        }
       } else if (const auto t = parse_ticket(ev.payload)) {
         // No `0` follows (the lock is kept for the named waiter): nothing to skip. A waiter
         // that left passed the hand-off on with its leave; with no hand-off kept, the unlock

@@ -17,7 +17,10 @@
 // - a waiter ticket (a decimal number >= 2^32): wakes exactly that waiter (if it has not
 //   registered yet, add() wakes it);
 // - `-` and a ticket: the next in line behind such a hand-off stands by, re-checking when the
-//   hand-off's window ends (in case the named waiter never comes).
+//   hand-off's window ends (in case the named waiter never comes);
+// - `=<ticket> <token> <ms> <sent>`: the unlock granted the lock to that waiter (config::grants;
+//   mutex_release.lua): it holds the lock (waiter::granted). One that has not registered yet
+//   gets it from add(); one that is gone ignores it (its leave releases the grant).
 // Its resubscription wakes every waiter of the client (a name may have been missed); its
 // refusal takes them all out of the queues (channel_refused). An unlock that finds nobody
 // listening on the waiter channel names the waiter on the lock's channel instead (below).
@@ -49,6 +52,16 @@
 
 namespace dlock::detail {
 
+// A grant (mutex_release.lua): the lock was given to the waiter holding `ticket`, with fencing
+// token `token`, `since` after its attempt sent at `sent` (its own steady clock) wrote the
+// queue record that the unlock read.
+struct grant {
+  std::uint64_t ticket = 0;
+  std::uint64_t token = 0;
+  std::chrono::milliseconds since{0};
+  std::chrono::steady_clock::time_point sent{};
+};
+
 class waiter {
  public:
   virtual ~waiter() = default;
@@ -59,6 +72,8 @@ class waiter {
   // An unlock named another waiter and kept the lock for it; this one is next in line: re-check
   // once that hand-off's window has passed, in case the named waiter never comes (strand only).
   virtual void stand_by() {}
+  // An unlock granted it the lock (strand only).
+  virtual void granted(const grant&) {}
   bool attempting = false;    // an acquire attempt is in flight
   bool wake_pending = false;  // woken while attempting: re-check again if the attempt fails
   std::uint64_t ticket = 0;   // its name in the lock's waiter queue (0: none)
@@ -95,6 +110,8 @@ class waiter_registry {
   static std::uint64_t parse_ticket(std::string_view payload);
   // The ticket a stand-by message ('-' and a ticket) names, or 0.
   static std::uint64_t parse_standby(std::string_view payload);
+  // The grant a message `=<ticket> <token> <ms> <sent>` makes, or nullopt.
+  static std::optional<grant> parse_grant(std::string_view payload);
 
   // Keep a lock channel subscribed for `linger` after its last waiter leaves (0: unsubscribe
   // at once, the default). `arm` asks for a sweep() at a time; a later request replaces it.
@@ -172,6 +189,8 @@ class waiter_registry {
   // arrive on the subscriber connection before the reply that queued the waiter): add() gives
   // the waiter its wake-up. Bounded; oldest dropped.
   std::deque<std::uint64_t> named_early_;
+  // Grants that came before their waiter registered (as named_early_). Bounded; oldest dropped.
+  std::deque<grant> granted_early_;
   std::uint32_t tag_;  // this client's ticket prefix
   std::atomic<std::uint32_t> next_;  // ticket counter, from a random start (clients sharing a tag rarely collide)
   std::atomic<std::uint64_t> refused_{0};

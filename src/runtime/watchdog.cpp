@@ -123,6 +123,23 @@ void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent)
   arm_by(*schedule_.due(h->id));
 }
 
+void watchdog::add_granted(const std::shared_ptr<hold_state>& h, clock::time_point start,
+                           clock::duration window) {
+  apply_notes();
+  if (stopped_) return;
+  schedule_.add_granted(h->id, start, window, h->lease, h->watchdog);
+  holds_[h->id] = h;
+  publish(*h);
+  arm_by(*schedule_.due(h->id));
+}
+
+void watchdog::lose(const hold_state& h) {
+  apply_notes();
+  if (!schedule_.contains(h.id)) return;
+  schedule_.remove(h.id);
+  lose(h.id);
+}
+
 // A confirmation only moves the hold's times later, and a removal only takes one away: the
 // timer may then fire for nothing, which is harmless (it re-scans), so neither re-scans now.
 // Only add/restore can bring the next due time forward. This keeps taking and releasing locks

@@ -41,6 +41,11 @@ class watchdog {
 
   // Strand only. Tracks `h`, trusted from `sent` (when its acquire was sent).
   void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
+  // Strand only. Tracks `h`, granted by an unlock (config::grants): trusted from `start` for
+  // the grant's `window` until refreshed() by its confirmation.
+  void add_granted(const std::shared_ptr<hold_state>& h, clock::time_point start, clock::duration window);
+  // Strand only. `h` is found not held (a grant's confirmation): lost.
+  void lose(const hold_state& h);
   // Strand only. The lease was reset on Redis by a request sent at `sent`.
   void refreshed(hold_state& h, clock::time_point sent);
   // Strand only. Stops tracking `h` (before its final release is sent), returning what is needed

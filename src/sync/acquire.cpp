@@ -138,6 +138,23 @@ class acquire_op final : public waiter,
     }
   }
 
+  // An unlock granted this waiter the lock (config::grants). It holds it from the grant on: it
+  // completes now, trusted for the grant's window from no later than the grant was made (its
+  // attempt that wrote the record the unlock read was sent at g.sent, and the grant came
+  // g.since after that record was written), and confirms in the background, which sets its
+  // own lease. Not taken while an attempt is out (its reply comes first: an attempt that ran
+  // after the grant took it as its own; one that got no answer is resent, and the resend takes
+  // it), nor after this op left the queue (the leave releases the grant) or while it gives an
+  // acquisition back (the attempt after the give-back takes it).
+  void granted(const grant& g) override {
+    if (finished_ || left_ || giving_back_ || g.ticket != ticket) return;
+    if (attempting) {
+      pending_grant_ = g;
+      return;
+    }
+    take_grant(g);
+  }
+
   // This lock's subscription was refused: leave the queue and stay out of it.
   void channel_refused() override {
     unqueued_ = true;
@@ -224,19 +241,33 @@ class acquire_op final : public waiter,
                                          counters_.other};
     const std::span<const std::string_view> keys{keys_all, counters_.other.empty() ? 4u : 5u};
     sent_ticket_ = !unqueued_ && !ticket_.empty();
+    if (first_sent_ == clock::time_point{}) first_sent_ = sent;
+    // Queued, it takes grants (config::grants): the unlock needs its owner field, fencing mode
+    // and this send time (echoed in the grant: the waiter trusts it from there).
+    const auto mode = sent_ticket_ && c_.cfg().wait_replicas == 0 ? grant_mode(c_.cfg()) : std::string_view{};
+    const auto sent_text = mode.empty() ? std::string{} : std::to_string(sent.time_since_epoch().count());
     std::string_view args[] = {lease_ms_, hold_->owner, have,
                                sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
                                valid_ms, c_.cfg().fencing == config::fencing_mode::off ? "0" : "1",
                                named ? "1" : "0",
                                // with the ticket: an unlock names us on keys::waiter_channel(id)
-                               sent_ticket_ ? std::string_view{c_.id()} : std::string_view{}};
+                               sent_ticket_ ? std::string_view{c_.id()} : std::string_view{},
+                               mode, sent_text};
     named = false;
-    return scripts::encode_evalsha(scripts::mutex_acquire, keys, args);
+    return scripts::encode_evalsha(scripts::mutex_acquire, keys,
+                                   std::span<const std::string_view>{args, mode.empty() ? 8u : 10u});
   }
 
   void on_reply(std::error_code ec, const reply& r, clock::time_point sent) {
     attempting = false;
     if (finished_) return;
+    if (auto g = std::exchange(pending_grant_, std::nullopt)) {
+      // A grant came while this attempt was out. It answered "held": it ran before the grant,
+      // which stands. It acquired: it ran after and took the grant (handled below). Anything
+      // else: handled below, and the resend or next attempt takes the grant.
+      const auto& e = r.elements();
+      if (!ec && r.is_array() && e.size() == 1 && e[0].is_integer()) return take_grant(*g);
+    }
     if (ec == errc::timeout || ec == errc::connection_lost) {
       // Maybe applied, maybe not: ask again with the same expected count.
       if (!ambiguous_since_) ambiguous_since_ = sent;
@@ -282,6 +313,82 @@ class acquire_op final : public waiter,
       if (unqueued_) leave_queue();  // refused while this attempt was in flight
     }
     held_elsewhere(e[0].integer());
+  }
+
+  void take_grant(const grant& g) {
+    const auto now = clock::now();
+    const auto window = std::chrono::duration_cast<clock::duration>(c_.cfg().handoff_window);
+    // The server counts whole milliseconds: the grant came at least since - 1 ms after the
+    // record was written, which was after its attempt was sent.
+    const auto start = std::min(now, g.sent + std::max(clock::duration{g.since} - std::chrono::milliseconds{1},
+                                                       clock::duration::zero()));
+    const bool ours = g.sent >= first_sent_ && g.sent <= last_sent_;
+    if (!ours || hold_->lost || hold_->count > 0 || now >= renewal_schedule::trusted_until(start, window)) {
+      // Too late to trust (or not this op's attempt): the lock is ours on the server all the
+      // same; the next attempt takes it with a lease of its own.
+      return wake();
+    }
+    ++c_.grants_taken();
+    hold_->count.fetch_add(1);
+    hold_->token = g.token;
+    c_.watchdog().add_granted(hold_, start, window);
+    // The holder first: the confirmation is sent after the waiting caller is woken (it is
+    // `renewing` from here, so a release the caller sends at once goes after it).
+    hold_->renewing.fetch_add(1);
+    auto hold = hold_;
+    auto confirm = encode_confirm();
+    finish({});
+    confirm_grant(c_, std::move(hold), std::move(confirm), 0, true);
+  }
+
+  // The confirmation of a grant taken: mutex_acquire.lua with ARGV[7] '2'.
+  std::string encode_confirm() const {
+    const std::string_view keys_all[] = {keys_.name, counters_.advanced, keys_.queue, keys_.expiry,
+                                         counters_.other};
+    const std::span<const std::string_view> keys{keys_all, counters_.other.empty() ? 4u : 5u};
+    const std::string_view args[] = {lease_ms_, hold_->owner, "1", ticket_, "0",
+                                     c_.cfg().fencing == config::fencing_mode::off ? "0" : "1", "2"};
+    return scripts::encode_evalsha(scripts::mutex_acquire, keys, args);
+  }
+
+  // Sends the confirmation (again, after no answer, while the grant is trusted). A release on its
+  // way goes after it (the hold is `renewing`, as for a watchdog renewal): a confirmation that ran
+  // after the release could only find the lock gone, or extend this owner's next hold.
+  // `announced`: the caller counted it in hold_state::renewing already.
+  static void confirm_grant(client_impl& c, std::shared_ptr<hold_state> hold, std::string request,
+                            int tries = 0, bool announced = false) {
+    if (!announced) hold->renewing.fetch_add(1);
+    if (hold->releasing.load()) {
+      hold->renewing.fetch_sub(1);
+      return;  // released already: nothing to confirm
+    }
+    const auto sent = clock::now();
+    auto copy = request;
+    c.scripts().eval_encoded(
+        scripts::mutex_acquire, std::move(copy), c.cfg().command_timeout,
+        [&c, hold, request = std::move(request), sent, tries](std::error_code ec, reply r) mutable {
+          // No answer: it may still run, so releases keep to the command connection.
+          if (ec != errc::timeout && ec != errc::connection_lost) hold->renewing.fetch_sub(1);
+          if (c.stopped() || hold->lost || hold->count == 0) return;
+          const auto& e = r.elements();
+          if (!ec && r.is_array() && e.size() == 2 && e[0].is_integer() && e[0].integer() == 0) {
+            return c.watchdog().refreshed(*hold, sent);  // its own lease now, from this send
+          }
+          if (!ec && r.is_array()) {
+            // Not held by us (the grant ran out before this came), or not our grant.
+            if (!hold->releasing) c.watchdog().lose(*hold);
+            return;
+          }
+          // No answer, or an error: try again while the grant is trusted (the watchdog renews a
+          // watchdog hold meanwhile; an explicit lease is lost when its trusted time passes).
+          const auto until = c.watchdog().trusted_until(*hold);
+          if (tries < max_resends && until && clock::now() < *until && is_retryable_confirm(ec)) {
+            confirm_grant(c, std::move(hold), std::move(request), tries + 1);
+          }
+        });
+  }
+  static bool is_retryable_confirm(std::error_code ec) {
+    return ec == errc::timeout || ec == errc::connection_lost || is_transient(ec);
   }
 
   // config::wait_replicas: a first acquisition counts once that many replicas acknowledged it.
@@ -346,6 +453,7 @@ class acquire_op final : public waiter,
       // A new subscription's confirmation wakes us for one more check; on a channel still
       // subscribed (it lingers), an unlock message nobody heard since this attempt does.
       c_.waiters().add(keys_.channel, this, last_sent_);
+      if (finished_) return;  // a grant that came before the registration was taken
     }
     if (wake_pending) return attempt();
     clock::duration d = c_.cfg().wait_recheck;
@@ -440,6 +548,7 @@ class acquire_op final : public waiter,
   // hand-off ends by its expiry and the others re-check.
   void leave_queue() {
     queued_ = false;
+    left_ = true;  // a grant made before the leave runs is the leave's to release
     send_mutex_release(c_, keys_, "0", "", 0, ticket_, [](std::error_code, reply) {});
   }
 
@@ -455,7 +564,8 @@ class acquire_op final : public waiter,
       // deadline). (A hand-off kept for its ticket is passed on by the leave below.)
       if ((wake_pending || woken_) && ec) c_.waiters().wake_one(keys_.channel);
     }
-    if (queued_ && ec) leave_queue();
+    // An attempt still out may queue this waiter (and a grant may follow): leave then too.
+    if ((queued_ || (attempting && sent_ticket_)) && ec) leave_queue();
     // Ended (the client shuts down) with an attempt in flight: if it acquired, nobody would
     // release it before its lease ran out. Give back exactly that acquisition (a no-op if it
     // was not applied); the client waits for both to reach the server before it closes.
@@ -487,6 +597,9 @@ class acquire_op final : public waiter,
   bool unqueued_ = false;   // waits by re-checks only, out of the queue (channels refused)
   bool woken_ = false;      // woken, and no attempt since has found the lock held
   std::optional<clock::time_point> standby_at_;  // re-check by then (stood by while attempting)
+  bool left_ = false;       // its leave was sent: it takes no grant
+  std::optional<grant> pending_grant_;  // granted while an attempt was out (taken on its reply)
+  clock::time_point first_sent_{};      // its first attempt's send (a grant names one of its sends)
 };
 
 }  // namespace

@@ -57,6 +57,7 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
       out.handoff_ticket = fields[i + 1].str();
       continue;
     }
+    if (fields[i].str() == keys::grant_field) continue;  // a grant not yet confirmed: its holder is listed
     holder h;
     h.owner = fields[i].str();
     h.count = static_cast<std::uint32_t>(to_int(fields[i + 1].str()));

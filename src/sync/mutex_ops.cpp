@@ -40,16 +40,34 @@ fencing_counters::fencing_counters(const config& cfg, std::string_view name) {
   if (cfg.fencing == config::fencing_mode::per_lock) advanced.swap(other);
 }
 
+std::string_view grant_mode(const config& cfg) {
+  if (!cfg.grants || cfg.handoff_window.count() <= 0) return {};
+  switch (cfg.fencing) {
+    case config::fencing_mode::off: return "n";
+    case config::fencing_mode::per_lock: return "l";
+    default: return "s";
+  }
+}
+
 std::string encode_mutex_release(const config& cfg, const lock_keys& k, std::string_view lease,
                                  std::string_view owner, std::uint32_t have,
                                  std::string_view leaving_ticket) {
   const auto have_text = std::to_string(have);
   const auto window = std::to_string(cfg.handoff_window.count());
-  std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry};
-  std::string_view args[] = {keys::unlock_message, lease, owner, have_text, window, leaving_ticket};
-  // ARGV[6] present only for a leave: the script tells the two forms apart by it.
-  const std::span<const std::string_view> argv{args, leaving_ticket.empty() ? 5u : 6u};
-  return scripts::encode_evalsha(scripts::mutex_release, keys, argv);
+  const auto mode = grant_mode(cfg);
+  std::string_view args[] = {keys::unlock_message, lease, owner, have_text, window, leaving_ticket, mode};
+  if (mode.empty()) {
+    // ARGV[6] present only for a leave: the script tells the two forms apart by it.
+    std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry};
+    return scripts::encode_evalsha(scripts::mutex_release, keys,
+                                   std::span<const std::string_view>{args, leaving_ticket.empty() ? 5u : 6u});
+  }
+  // A grant issues the waiter's token from this client's counters (its mode must be the same).
+  const fencing_counters counters{cfg, k.name};
+  std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry, counters.advanced, counters.other};
+  return scripts::encode_evalsha(scripts::mutex_release,
+                                 std::span<const std::string_view>{keys, counters.other.empty() ? 5u : 6u},
+                                 args);
 }
 
 void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,

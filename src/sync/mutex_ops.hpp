@@ -85,6 +85,11 @@ struct fencing_counters {
   std::string advanced, other;
 };
 
+// How this client fences, as the scripts spell it for grants (mutex_acquire.lua's ARGV[9]):
+// "n" none, "s" the shared counter, "l" the lock's own; empty when it neither takes nor makes
+// grants (config::grants off, or no hand-off window).
+std::string_view grant_mode(const config& cfg);
+
 // The EVALSHA request of mutex_release.lua with these arguments (see send_mutex_release).
 std::string encode_mutex_release(const config& cfg, const lock_keys& k, std::string_view lease,
                                  std::string_view owner, std::uint32_t have,

@@ -20,6 +20,7 @@
 #include "scripts/script.hpp"
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
+#include "support/child_process.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -474,6 +475,116 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
   const auto waited = next.returned.load() - released;
   EXPECT_GE(waited, 90ms) << "not before the ghost's hand-off ended";
   EXPECT_LT(waited, 1s) << "at the window's end, not at the 20 s re-check";
+}
+
+// Grants (config::grants, on by default): the unlock gives the lock to the waiter it names, which
+// holds it when the message arrives — no acquire of its own after the unlock — trusted for the
+// window until its confirmation (sent in the background) sets its own lease. Each hand-off costs
+// the release and the confirmation.
+TEST(mutex, an_unlock_grants_the_lock_to_the_waiter_it_names) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    h.lock();
+    const auto first = h.fencing_token();
+    std::promise<void> confirmed, done;
+    auto t = on_thread([&] {
+      w.lock();
+      const auto token = w.fencing_token();
+      // Trusted for the window at first; its own lease once the confirmation is back.
+      const bool own_lease = dlock::test::wait_until([&] { return w.lease_time_left() > 1s; }, 5s);
+      confirmed.set_value();
+      done.get_future().wait();
+      w.unlock();
+      return std::pair{token, own_lease};
+    });
+    ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+    ASSERT_TRUE(dlock::test::wait_until(
+        [&] { return numsub(srv, dlock::keys::waiter_channel(waiter.impl().id())) == 1; }, 5s));
+    ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+    const auto grants = waiter.impl().grants_taken().load();
+    const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
+    h.unlock();
+    ASSERT_EQ(confirmed.get_future().wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(waiter.impl().grants_taken().load(), grants + 1);
+    // (Round 0's first wait also re-checks once its new subscription is confirmed, which may
+    // come after the count was taken; later rounds wait on the lingering subscription.)
+    if (round > 0) {
+      EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha") - evalsha, 2)
+          << "the release and the confirmation: no acquire after the unlock";
+    }
+    const auto fields = srv.command({"HGETALL", name});
+    EXPECT_EQ(fields.find("dlock:grant"), std::string::npos) << fields;
+    EXPECT_EQ(fields.rfind(", 1]"), fields.size() - 4) << "one hold: " << fields;
+    EXPECT_GT(std::stoll(srv.command({"PTTL", name}).substr(1)), 20000) << "the watchdog lease";
+    done.set_value();
+    const auto [token, own_lease] = t.get();
+    EXPECT_GT(token, first) << "a token issued by the grant";
+    EXPECT_TRUE(own_lease);
+  }
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+}
+
+// A grant to a waiter that never takes it (its process stalled: its client still hears the
+// message) holds the queue up for the window only: the lock expires, and the next in line,
+// told to stand by, takes it then — not at its 20 s re-check.
+TEST(mutex, a_grant_nobody_takes_ends_with_its_window_and_the_next_in_line_takes_over) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, patient{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  const auto queue = dlock::keys::waiter_queue(name);
+  dlock::mutex h{holder, name};
+  h.lock();
+  // A stalled waiter: queued taking grants, its client's channel heard (redis-cli), nobody acting.
+  dlock::test::child_process stalled{{"/usr/bin/redis-cli", "-p", std::to_string(srv.port()), "SUBSCRIBE",
+                                      dlock::keys::waiter_channel("stalled-client")}};
+  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, dlock::keys::waiter_channel("stalled-client")) == 1; }, 5s));
+  const auto queued = holder.execute(
+      {"EVAL", std::string{dlock::scripts::mutex_acquire.text}, "4", name, std::string{dlock::keys::shared_fencing_counter},
+       queue, dlock::keys::waiter_expiry(name), "30000", "stalled:1", "0", "9223372032559808513", "30000", "1", "0",
+       "stalled-client", "s", "1"});
+  ASSERT_EQ(srv.command({"ZCARD", queue}), ":1") << queued.str();
+  std::this_thread::sleep_for(2ms);  // arrivals in order, whatever the clock's resolution
+  timed_waiter next{patient, name, 30s};
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return patient.impl().waiters().channels() == 1; }, 5s));
+  h.unlock();
+  const auto released = steady::now();
+  EXPECT_EQ(srv.command({"HGET", name, "stalled:1"}), "1") << "granted to the stalled waiter";
+  ASSERT_EQ(next.result.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(next.result.get());
+  const auto waited = next.returned.load() - released;
+  EXPECT_GE(waited, 90ms) << "not before the grant's window ended";
+  EXPECT_LT(waited, 1s) << "at the window's end, not at the 20 s re-check";
+  EXPECT_EQ(patient.impl().grants_taken().load(), 0u) << "it found the lock free (nobody to grant it)";
+}
+
+// A grant that cannot be trusted when it arrives (here the window is shorter than the clock
+// drift allowed for it) is not taken as it is: the waiter's next attempt takes the lock with a
+// lease of its own (the grant's, or a free lock's), at once.
+TEST(mutex, a_grant_too_short_to_trust_is_taken_by_an_attempt) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv, "handoff=2ms")}, waiter{config_for(srv, "handoff=2ms&recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name};
+  h.lock();
+  const auto first = h.fencing_token();
+  timed_waiter w{waiter, name, 30s};
+  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until(
+      [&] { return numsub(srv, dlock::keys::waiter_channel(waiter.impl().id())) == 1; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+  h.unlock();
+  const auto released = steady::now();
+  ASSERT_EQ(w.result.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(w.result.get());
+  EXPECT_LT(w.returned.load() - released, 1s) << "at once, not at the 20 s re-check";
+  EXPECT_EQ(waiter.impl().grants_taken().load(), 0u);
+  EXPECT_GT(std::stoull(srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}})), first);
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0") << "released by the waiter";
 }
 
 // A client destroyed while one of its threads waits takes that waiter out of the queue before

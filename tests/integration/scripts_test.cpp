@@ -10,6 +10,7 @@
 #include "runtime/client_impl.hpp"
 #include "scripts/script.hpp"
 #include "sync/mutex_ops.hpp"
+#include "support/child_process.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -43,16 +44,19 @@ TEST(scripts, embedded_sha1_matches_what_redis_computes) {
   }
 }
 
-// The hand-off field is spelled in the Lua scripts and in keys.hpp (for inspect and the CLI):
-// the two must not drift apart.
-TEST(scripts, the_scripts_use_the_handoff_field_keys_hpp_names) {
-  const std::string field = "'" + std::string{dlock::keys::handoff_field} + "'";
+// The hand-off and grant fields are spelled in the Lua scripts and in keys.hpp (for inspect and
+// the CLI): the two must not drift apart.
+TEST(scripts, the_scripts_use_the_handoff_and_grant_fields_keys_hpp_names) {
+  const std::string handoff = "'" + std::string{dlock::keys::handoff_field} + "'";
+  const std::string grant = "'" + std::string{dlock::keys::grant_field} + "'";
   for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release}) {
     const std::string text{s->text};
-    EXPECT_NE(text.find(field), std::string::npos) << s->name;
+    EXPECT_NE(text.find(handoff), std::string::npos) << s->name;
+    EXPECT_NE(text.find(grant), std::string::npos) << s->name;
     std::size_t at = 0, quoted = 0;
     while ((at = text.find("'dlock:", at)) != std::string::npos) {
-      EXPECT_EQ(text.compare(at, field.size(), field), 0) << s->name << ": another dlock: field at " << at;
+      EXPECT_TRUE(text.compare(at, handoff.size(), handoff) == 0 || text.compare(at, grant.size(), grant) == 0)
+          << s->name << ": another dlock: field at " << at;
       ++at;
       ++quoted;
     }
@@ -472,3 +476,173 @@ TEST(scripts, wrong_type_lock_key_is_reported_not_waited_on) {
 }
 
 }  // namespace
+
+namespace {
+
+// A plain subscriber of `channels` (redis-cli SUBSCRIBE), standing in for a waiter's client.
+class listener {
+ public:
+  listener(const dlock::test::redis_server& srv, std::vector<std::string> channels)
+      : p_{args(srv, std::move(channels))} {}
+  // The next message payload that starts with `prefix` (nullopt: none within 5 s).
+  std::optional<std::string> next(const std::string& prefix) {
+    while (auto line = p_.read_line(5s)) {
+      if (line->rfind(prefix, 0) == 0) return line;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static std::vector<std::string> args(const dlock::test::redis_server& srv, std::vector<std::string> channels) {
+    std::vector<std::string> a{"/usr/bin/redis-cli", "-p", std::to_string(srv.port()), "SUBSCRIBE"};
+    a.insert(a.end(), channels.begin(), channels.end());
+    return a;
+  }
+  dlock::test::child_process p_;
+};
+
+}  // namespace
+
+// Grants (config::grants): a release gives the lock straight to the queue's head when its entry
+// takes grants fenced as the releaser fences and its client hears the message: the head's owner
+// field (count 1), the marker with the grant's token, the hand-off window as its expiry, a token
+// from the counter, and `=<ticket> <token> <ms> <sent>` on its client's channel. To everyone
+// else, Redisson too, the lock is held. The head's confirmation sets its lease and ends the
+// marker; nobody else's confirms it.
+class grant_scripts : public lock_scripts {
+ protected:
+  // An attempt that queues `owner` taking grants (mode), its client `id`, sent at `sent`.
+  result queue_for_grant(const std::string& owner, const std::string& ticket, const std::string& id,
+                         const char* mode = "s", const char* sent = "123456789012") {
+    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry, own_counter_},
+                {"30000", owner, "0", ticket, "5000", "1", "0", id, mode, sent});
+  }
+  result release_granting(const std::string& owner, const char* mode = "s") {
+    return eval(c_, dlock::scripts::mutex_release,
+                {k_.name, k_.channel, k_.queue, k_.expiry, counter_, own_counter_},
+                {"0", "30000", owner, "1", "100", "", mode});
+  }
+  result leave_granting(const std::string& ticket) {
+    return eval(c_, dlock::scripts::mutex_release,
+                {k_.name, k_.channel, k_.queue, k_.expiry, counter_, own_counter_},
+                {"0", "0", "", "0", "100", ticket, "s"});
+  }
+  result confirm(const std::string& owner, const std::string& ticket) {
+    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry, own_counter_},
+                {"30000", owner, "1", ticket, "0", "1", "2"});
+  }
+  std::string fields() { return srv_.command({"HGETALL", name}); }
+  std::int64_t pttl() { return std::stoll(srv_.command({"PTTL", name}).substr(1)); }
+  std::int64_t counter() { return std::stoll(srv_.command({"GET", counter_})); }
+
+  const std::string own_counter_ = dlock::keys::fencing_counter(name);
+  const std::string b_ticket = "4294967297", c_ticket = "4294967298";
+};
+
+TEST_F(grant_scripts, a_release_grants_the_lock_to_a_head_that_takes_grants) {
+  listener b_client{srv_, {dlock::keys::waiter_channel("idB")}};
+  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, dlock::keys::waiter_channel("idB")) == 1; }, 5s));
+  const auto a = acquire("A:1", "");
+  ASSERT_EQ(a.r.elements().size(), 2u);
+  const auto a_token = a.r.elements()[1].integer();
+  ASSERT_EQ(queue_for_grant("B:1", b_ticket, "idB").r.elements().size(), 1u) << "held: B queued";
+  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idC").r.elements().size(), 1u) << "held: C queued";
+  EXPECT_EQ(release_granting("A:1").r.integer(), 1);
+
+  const auto token = counter();
+  EXPECT_GT(token, a_token) << "the grant issued a token";
+  EXPECT_EQ(fields(), "[B:1, 1, dlock:grant, " + b_ticket + " " + std::to_string(token) + "]");
+  EXPECT_LE(pttl(), 100) << "the window is the grant's first lease";
+  EXPECT_GT(pttl(), 0);
+  const auto message = b_client.next("=");
+  ASSERT_TRUE(message);
+  // `<ms>`: how long after B's attempt wrote its record (server time): a few ms at most here.
+  const auto head = "=" + b_ticket + " " + std::to_string(token) + " ";
+  ASSERT_EQ(message->rfind(head, 0), 0u) << *message;
+  const auto ms = std::stoll(message->substr(head.size()));
+  EXPECT_GE(ms, 0);
+  EXPECT_LT(ms, 5000);
+  EXPECT_EQ(message->substr(message->rfind(' ')), " 123456789012") << "B's own send time, echoed";
+  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]") << "B popped; C next";
+
+  // Held to everyone else: dlock's acquire (C, still queued) and Redisson's.
+  const auto c_try = queue_for_grant("C:1", c_ticket, "idC");
+  ASSERT_EQ(c_try.r.elements().size(), 1u);
+  EXPECT_GT(c_try.r.elements()[0].integer(), 0);
+  const auto redisson = c_.execute(
+      {"EVAL",
+       "if (redis.call('exists', KEYS[1]) == 0) then return nil end; "
+       "if (redis.call('hexists', KEYS[1], ARGV[1]) == 1) then return nil end; return redis.call('pttl', KEYS[1]);",
+       "1", name, "R:1"});
+  EXPECT_TRUE(redisson.is_integer()) << "Redisson's tryLock finds it held";
+
+  // A grant's marker is nobody's hold to release.
+  EXPECT_TRUE(release_granting("dlock:grant").r.is_nil());
+  // Only B's confirmation confirms it.
+  auto wrong = confirm("B:1", c_ticket);
+  ASSERT_EQ(wrong.r.elements().size(), 2u);
+  EXPECT_EQ(wrong.r.elements()[0].integer(), -1);
+  auto stranger = confirm("C:1", c_ticket);
+  EXPECT_EQ(stranger.r.elements()[0].integer(), -1) << "C holds nothing";
+  EXPECT_EQ(fields(), "[B:1, 1, dlock:grant, " + b_ticket + " " + std::to_string(token) + "]") << "untouched";
+  auto ok = confirm("B:1", b_ticket);
+  ASSERT_EQ(ok.r.elements().size(), 2u);
+  EXPECT_EQ(ok.r.elements()[0].integer(), 0);
+  EXPECT_EQ(ok.r.elements()[1].integer(), token) << "the grant's token";
+  EXPECT_EQ(fields(), "[B:1, 1]") << "the marker ends; Redisson's layout";
+  EXPECT_GT(pttl(), 29000) << "B's own lease";
+  EXPECT_EQ(counter(), token) << "no token drawn by the confirmation";
+  // B's leave now (a late one) releases nothing: the grant is B's hold.
+  EXPECT_TRUE(leave_granting(b_ticket).r.is_nil());
+  EXPECT_EQ(fields(), "[B:1, 1]");
+}
+
+// Without a listener on the head's client channel, or with another fencing mode, the release
+// keeps the lock for the head instead (a reservation: the head acquires it itself).
+TEST_F(grant_scripts, no_grant_without_a_listener_or_in_another_fencing_mode) {
+  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
+  ASSERT_EQ(queue_for_grant("B:1", b_ticket, "nobody").r.elements().size(), 1u);
+  const auto before = counter();
+  EXPECT_EQ(release_granting("A:1").r.integer(), 1);
+  EXPECT_EQ(fields(), "[dlock:handoff, " + b_ticket + "]") << "kept for B, not granted";
+  EXPECT_GT(counter(), before) << "(the undone grant's token is used up: tokens need only increase)";
+
+  listener b_client{srv_, {dlock::keys::waiter_channel("idB")}};
+  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, dlock::keys::waiter_channel("idB")) == 1; }, 5s));
+  ASSERT_EQ(acquire("B:1", b_ticket, "1").r.elements().size(), 2u) << "B takes the reservation";
+  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idB", "l").r.elements().size(), 1u) << "per-lock fencing";
+  EXPECT_EQ(release_granting("B:1", "s").r.integer(), 1);
+  EXPECT_EQ(fields(), "[dlock:handoff, " + c_ticket + "]") << "another mode: kept, not granted";
+  EXPECT_EQ(b_client.next(c_ticket), c_ticket) << "named on its client's channel as before";
+}
+
+// A granted waiter that leaves (it gave up before the message came) releases the grant and
+// passes it on; an attempt of the granted owner takes the grant as its own, with its token.
+TEST_F(grant_scripts, a_leave_passes_a_grant_on_and_an_attempt_adopts_one) {
+  listener clients{srv_, {dlock::keys::waiter_channel("idB"), dlock::keys::waiter_channel("idC")}};
+  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, dlock::keys::waiter_channel("idC")) == 1; }, 5s));
+  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
+  ASSERT_EQ(queue_for_grant("B:1", b_ticket, "idB").r.elements().size(), 1u);
+  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idC").r.elements().size(), 1u);
+  EXPECT_EQ(release_granting("A:1").r.integer(), 1);
+  ASSERT_TRUE(clients.next("=" + b_ticket));
+  EXPECT_EQ(leave_granting(c_ticket).r.is_nil(), true) << "C was not granted: its leave passes nothing on";
+  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idC").r.elements().size(), 1u);
+  EXPECT_EQ(leave_granting(b_ticket).r.integer(), 1) << "B's grant, passed on";
+  const auto c_token = counter();
+  EXPECT_EQ(fields(), "[C:1, 1, dlock:grant, " + c_ticket + " " + std::to_string(c_token) + "]") << "granted to C";
+  ASSERT_TRUE(clients.next("=" + c_ticket));
+  // C's attempt (an attempt in flight when the grant came) takes it: the grant's token, no new one.
+  const auto adopt = queue_for_grant("C:1", c_ticket, "idC");
+  ASSERT_EQ(adopt.r.elements().size(), 2u);
+  EXPECT_EQ(adopt.r.elements()[0].integer(), 0);
+  EXPECT_EQ(adopt.r.elements()[1].integer(), c_token);
+  EXPECT_EQ(counter(), c_token);
+  EXPECT_EQ(fields(), "[C:1, 1]");
+  EXPECT_GT(pttl(), 29000);
+  EXPECT_TRUE(leave_granting(c_ticket).r.is_nil()) << "a late leave: the hold is C's now";
+  EXPECT_EQ(fields(), "[C:1, 1]");
+  // The confirmation that follows (the grant message came too) still confirms: C holds it.
+  const auto late = confirm("C:1", c_ticket);
+  EXPECT_EQ(late.r.elements()[0].integer(), 0);
+}

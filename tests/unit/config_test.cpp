@@ -148,6 +148,12 @@ TEST(config_from_uri, caller_io) {
   EXPECT_FALSE(parse_ok("redis://h?caller_io=off").caller_io);
 }
 
+TEST(config_from_uri, grant) {
+  EXPECT_TRUE(parse_ok("redis://h").grants);
+  EXPECT_TRUE(parse_ok("redis://h?grant=on").grants);
+  EXPECT_FALSE(parse_ok("redis://h?grant=off").grants);
+}
+
 TEST(config_from_uri, wait_policy) {
   const auto off = parse_ok("redis://h");
   EXPECT_EQ(off.wait_replicas, 0u);
@@ -263,6 +269,7 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h?wait_replicas=-1", "redis://h?wait_replicas=x", "redis://h?wait_replicas=65",
         "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
         "redis://h?caller_io=", "redis://h?caller_io=1", "redis://h?caller_io=ON",
+        "redis://h?grant=", "redis://h?grant=yes", "redis://h?grant=OFF",
         "redis://h?handoff=", "redis://h?handoff=-1", "redis://h?handoff=61s", "redis://h?handoff=x",
         "redis://h?linger=", "redis://h?linger=-1", "redis://h?linger=61m", "redis://h?linger=x",
         // durations

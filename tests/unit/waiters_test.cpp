@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,8 @@ struct fake_waiter : waiter {
   int standbys = 0;
   void channel_refused() override { ++refusals; }
   void stand_by() override { ++standbys; }
+  std::vector<dlock::detail::grant> grants;
+  void granted(const dlock::detail::grant& g) override { grants.push_back(g); }
   bool attempt_on_wake = false;
   std::function<void()> on_wake;
 
@@ -458,6 +461,54 @@ TEST(waiters, a_ticket_on_the_own_channel_wakes_its_waiter_on_any_lock) {
   reg.add(chan_b, &late);
   EXPECT_TRUE(late.named);
   EXPECT_TRUE(late.wake_pending);
+}
+
+TEST(waiters, a_grant_message_is_parsed_exactly) {
+  const auto g = waiter_registry::parse_grant("=4294967297 1700000000123456 12 98765432109876");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->ticket, 4294967297u);
+  EXPECT_EQ(g->token, 1700000000123456u);
+  EXPECT_EQ(g->since, std::chrono::milliseconds{12});
+  EXPECT_EQ(g->sent.time_since_epoch().count(), 98765432109876);
+  EXPECT_TRUE(waiter_registry::parse_grant("=4294967297 0 0 0")) << "no token (fencing off)";
+  for (const char* bad : {"", "=", "4294967297 1 2 3", "=4294967297 1 2", "=4294967297 1 2 3 4",
+                          "=1 1 2 3" /* not a ticket */, "=4294967297  1 2 3", "=4294967297 1 2 3 ",
+                          "=4294967297 x 2 3", "=4294967297 1 -2 3", "=4294967297 1 2 99999999999999999999",
+                          "=4294967297 1 2 9223372036854775808" /* past the steady clock */, "-4294967297"}) {
+    EXPECT_FALSE(waiter_registry::parse_grant(bad)) << bad;
+  }
+  EXPECT_EQ(waiter_registry::parse_ticket("=4294967297 1 2 3"), 0u) << "a grant is not a ticket";
+}
+
+// A grant on the own channel reaches exactly its waiter (on any lock), wakes nobody; one for a
+// waiter not registered yet is given by add(); another client's, or one for a waiter that is
+// gone, reaches nobody.
+TEST(waiters, a_grant_on_the_own_channel_reaches_its_waiter_even_before_it_registers) {
+  fake_subscriber sub;
+  auto reg = sub.make_registry(own);
+  fake_waiter a1, b1;
+  queue(reg, chan_a, {&a1});
+  queue(reg, chan_b, {&b1});
+  const auto grant_for = [](std::uint64_t ticket) {
+    return "=" + waiter_registry::ticket_text(ticket) + " 77 3 1000";
+  };
+  ASSERT_TRUE(sub.message(own, grant_for(b1.ticket)));
+  ASSERT_EQ(b1.grants.size(), 1u);
+  EXPECT_EQ(b1.grants[0].token, 77u);
+  EXPECT_EQ(b1.wakes + a1.wakes, 0);
+  EXPECT_TRUE(a1.grants.empty());
+  ASSERT_TRUE(sub.message(own, grant_for(b1.ticket ^ (std::uint64_t{1} << 40))));  // another client's tag
+  fake_waiter late;
+  late.ticket = reg.make_ticket();
+  ASSERT_TRUE(sub.message(own, grant_for(late.ticket)));
+  EXPECT_TRUE(late.grants.empty());
+  reg.add(chan_a, &late);
+  ASSERT_EQ(late.grants.size(), 1u) << "given when it registers";
+  reg.remove(chan_a, &late);
+  reg.add(chan_a, &late);
+  EXPECT_EQ(late.grants.size(), 1u) << "once";
+  EXPECT_EQ(a1.grants.size() + b1.grants.size(), 1u);
+  EXPECT_EQ(a1.wakes + b1.wakes + late.wakes, 0);
 }
 
 TEST(waiters, the_own_channels_resubscription_wakes_everyone_and_its_refusal_unqueues_everyone) {

@@ -12,24 +12,34 @@
 -- ARGV[6] '0': issue no fencing token (KEYS[2] is not touched — the client then passes the lock
 -- hash there — and the token is 0),
 -- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
--- queue); if it finds the lock taken after all, it goes back to the front, not the back,
+-- queue); if it finds the lock taken after all, it goes back to the front, not the back;
+-- '2': it confirms a grant the caller took (below): it never acquires,
 -- ARGV[8] the caller's client id: an unlock that names this waiter publishes its ticket on
 -- dlock_waiter__channel:<id>, which only that client listens to (absent: on KEYS[1]'s Redisson
--- channel, as dlock did before; mutex_release.lua)
+-- channel, as dlock did before; mutex_release.lua),
+-- ARGV[9] (with ARGV[8]) the caller takes grants, and how it is fenced: 'n' no token, 's' from
+-- the shared counter, 'l' from the lock's own ('' or absent: no grants), ARGV[10] the caller's
+-- send time of this attempt (digits, echoed in a grant)
 -- Returns {0, token} when the caller holds the lock (token: a first acquisition's fencing token;
 -- 0 for a re-entry, which keeps its first acquisition's), {pttl} when another owner holds it, {-1} when the lock is kept for
 -- another waiter (a hand-off, below: wait to be woken), or {-1, count} when the owner's field
--- holds a count the caller does not expect (its local view is stale).
+-- holds a count the caller does not expect (its local view is stale) — and, confirming a grant,
+-- when the grant is not the caller's to confirm (not held by ARGV[2], or granted to another
+-- ticket).
 -- Hand-off: an unlock that woke the queue's head left the lock hash as {'dlock:handoff':
 -- ticket} (keys::handoff_field) with a short expiry. To everyone — Redisson's script too — the
 -- lock is held; the named ticket takes it: the reservation is deleted and the acquisition
 -- proceeds as on a free lock. (A named waiter that leaves instead passes it on: mutex_release.lua.)
--- Fencing tokens: a first acquisition sets the counter to max(counter + 1, server time in
--- microseconds) and returns it. Strictly increasing while the counter lives, like an INCR (and
--- Redisson's RFencedLock INCRs redisson_lock_token:{name}, the per-lock counter); and when the
--- counter is gone — a restart without persistence, a failover that lost the last writes —
--- still above every token issued before, as long as the server's clock has not gone back by
--- more than the time since. A shared counter increases across all locks, so per lock too.
+-- Fencing tokens: a first acquisition issues one (lib/fencing.lua); a re-entry keeps its first's.
+-- Grant: an unlock may hand the lock straight to the queue's head when its entry says it takes
+-- grants (ARGV[9]): the hash then holds that waiter's owner field with count 1 and
+-- {'dlock:grant': '<ticket> <token>'}, with a short expiry, and the waiter, told on its client's
+-- channel, holds the lock from then on without an acquire (mutex_release.lua). Its confirmation
+-- (ARGV[7] '2') sets its own lease and deletes the marker, returning the grant's token. An
+-- attempt of the same owner that finds the grant (an attempt in flight, or the waiter never
+-- heard of it) takes it as its own, as a resent acquisition (below): the marker goes too, so a
+-- late leave of the waiter it was granted to (mutex_release.lua) no longer releases it; the
+-- grant's token is kept when the ticket is the attempt's.
 -- Idempotent: resent after a lost reply, an acquisition that was applied (count is already
 -- ARGV[3] + 1) is reported again instead of counted twice; a first acquisition's resend takes a
 -- new token (the counter may have moved on since, and the first token never reached anyone).
@@ -41,6 +51,7 @@
 -- renewed by every attempt) and the client to tell ('<ms> <client id>'), so that an unlock
 -- can name exactly one live waiter to wake, the longest waiting (mutex_release.lua); it leaves
 -- the queue when it acquires.
+-- dlock:include fencing
 local field = redis.call('hget', KEYS[1], ARGV[2]) or '0'
 if not string.match(field, '^%d+$') or #field > 9 then
   -- Not a count a client wrote (someone else wrote the field): say so, rather than look held.
@@ -52,6 +63,21 @@ local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
 local token
 local claim = false  -- the lock is a hand-off kept for this caller
+-- A grant not yet confirmed (the marker): its ticket and token, or nil.
+local function grant()
+  local mark = redis.call('hget', KEYS[1], 'dlock:grant')
+  if not mark then return nil end
+  local t, tok = string.match(mark, '^(%d+) (%d+)$')
+  return t or '', tonumber(tok or '0')
+end
+if ARGV[7] == '2' then
+  if held == 0 then return {-1, 0} end
+  local t, tok = grant()
+  if t and t ~= ticket then return {-1, held} end
+  if t then redis.call('hdel', KEYS[1], 'dlock:grant') end
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {0, tok or 0}
+end
 if held ~= have and held ~= have + 1 then
   return {-1, held}
 end
@@ -92,8 +118,15 @@ if busy then
     end
     if type(placed) == 'number' then
       outlive(KEYS[3])
+      -- '<stale-at ms> <client id>', and for a caller that takes grants ' <mode> <now ms>
+      -- <ARGV[10]> <owner>' (mutex_release.lua reads them).
       local entry = string.format('%.0f', now_ms + ttl)
-      if ARGV[8] and ARGV[8] ~= '' then entry = entry .. ' ' .. ARGV[8] end
+      if ARGV[8] and ARGV[8] ~= '' then
+        entry = entry .. ' ' .. ARGV[8]
+        if ARGV[9] and ARGV[9] ~= '' and ARGV[10] then
+          entry = entry .. ' ' .. ARGV[9] .. ' ' .. string.format('%.0f', now_ms) .. ' ' .. ARGV[10] .. ' ' .. ARGV[2]
+        end
+      end
       if KEYS[4] and type(redis.pcall('hset', KEYS[4], ticket, entry)) == 'number' then
         outlive(KEYS[4])
       end
@@ -110,52 +143,34 @@ end
 -- usable: Redis does not undo a script's earlier writes when a later command fails, so a bad
 -- counter must be found before the lock hash is touched (GET raises WRONGTYPE for a counter of
 -- another type). A caller that finds the lock held (above), or re-enters, never reads it.
-local first = fenced and have == 0
-local last = 0
-local other_exists = false
+-- A first acquisition that finds the lock its own already: a resend that was applied, or a grant.
+local granted, granted_token = nil, nil
+if held == have + 1 and have == 0 then
+  local tok
+  granted, tok = grant()
+  if granted == ticket and ticket ~= '' then granted_token = tok end
+end
+local first = fenced and have == 0 and not granted_token
+local last, other_exists = 0, false
 if first then
-  -- KEYS[5], when given, is the other kind of counter (the lock's own beside the shared one, or
-  -- the shared one beside the lock's own): read too, so that tokens stay above whatever either
-  -- issued — clients of both modes on one name, RFencedLock's INCRs, a counter that remembers
-  -- a clock step back, an upgrade from the per-lock layout — and advanced if it exists, so that
-  -- whoever counts on it next (RFencedLock INCRs it) goes on from here. Never created.
-  local function read(key)
-    local text = redis.call('get', key)
-    if not text then return nil end
-    -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
-    if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
-      return nil, redis.error_reply('ERR fencing counter ' .. key .. ' is not an integer below 2^53')
-    end
-    return tonumber(text)
-  end
-  local mine, bad = read(KEYS[2])
-  if bad then return bad end
-  last = mine or 0
-  if KEYS[5] then
-    local other
-    other, bad = read(KEYS[5])
-    if bad then return bad end
-    if other then
-      other_exists = true
-      last = math.max(last, other)
-    end
-  end
+  last, other_exists = fencing_read(KEYS[2], KEYS[5])
+  if not last then return other_exists end
 end
 if claim then
   redis.call('del', KEYS[1])
 end
+if granted then redis.call('hdel', KEYS[1], 'dlock:grant') end
 if held == have + 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
 else
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
 end
-token = 0
+token = granted_token or 0
 if first then
-  local now = redis.call('time')
-  token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
-  redis.call('set', KEYS[2], string.format('%.0f', token))
-  if other_exists then redis.call('set', KEYS[5], string.format('%.0f', token)) end
+  local bad
+  token, bad = fencing_issue(KEYS[2], KEYS[5], last, other_exists)
+  if not token then return bad end
 end
 -- Out of the queue (see above: never fails the lock). A record goes with its entry (a release
 -- that popped the entry deleted it), so a caller that never queued costs one ZREM.

@@ -1,0 +1,58 @@
+-- Fencing tokens, shared by mutex_acquire.lua and mutex_release.lua (a grant issues one too;
+-- cmake/dlock_embed_lua.cmake puts this text where a script says `-- dlock:include fencing`).
+-- A first acquisition sets the counter to max(counter + 1, server time in microseconds) and
+-- returns it. Strictly increasing while the counter lives, like an INCR (and Redisson's
+-- RFencedLock INCRs redisson_lock_token:{name}, the per-lock counter); and when the counter is
+-- gone — a restart without persistence, a failover that lost the last writes — still above
+-- every token issued before, as long as the server's clock has not gone back by more than the
+-- time since. A shared counter increases across all locks, so per lock too.
+-- `other`, when given, is the other kind of counter (the lock's own beside the shared one, or
+-- the shared one beside the lock's own): read too, so that tokens stay above whatever either
+-- issued — clients of both modes on one name, RFencedLock's INCRs, a counter that remembers a
+-- clock step back, an upgrade from the per-lock layout — and advanced if it exists, so that
+-- whoever counts on it next (RFencedLock INCRs it) goes on from here. Never created.
+
+-- The last token the counters issued (0 if neither exists) and whether `other` exists; or nil
+-- and an error reply when a counter is not an integer below 2^53 (WRONGTYPE for a key of
+-- another type). Writes nothing.
+local function fencing_read(advanced, other)
+  local function read(key)
+    local text = redis.pcall('get', key)
+    if type(text) == 'table' and text.err then return nil, text end
+    if not text then return nil end
+    -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
+    if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
+      return nil, redis.error_reply('ERR fencing counter ' .. key .. ' is not an integer below 2^53')
+    end
+    return tonumber(text)
+  end
+  local last, bad = read(advanced)
+  if bad then return nil, bad end
+  last = last or 0
+  local other_exists = false
+  if other then
+    local value
+    value, bad = read(other)
+    if bad then return nil, bad end
+    if value then
+      other_exists = true
+      last = math.max(last, value)
+    end
+  end
+  return last, other_exists
+end
+
+-- Issues the token after `last` (fencing_read) and writes it to the counter(s). Returns it, or
+-- nil and the error reply when a SET is refused (over maxmemory).
+local function fencing_issue(advanced, other, last, other_exists)
+  local now = redis.call('time')
+  local token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  local text = string.format('%.0f', token)
+  local done = redis.pcall('set', advanced, text)
+  if type(done) == 'table' and done.err then return nil, done end
+  if other_exists then
+    done = redis.pcall('set', other, text)
+    if type(done) == 'table' and done.err then return nil, done end
+  end
+  return token
+end
