@@ -91,10 +91,13 @@ int main(int argc, char** argv) {
 
     const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
                                            "5", name, token_key, queue, expiry, own_token_key, lease, owner, "0",
-                                           ticket, valid_ms, "1", "0", client_id};
+                                           ticket, valid_ms, "1", "0", client_id,
+                                           // takes grants ("s": fenced by the shared counter),
+                                           // sent at (a steady-clock reading's length)
+                                           "s", "1234567890123456"};
     const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
-                                           "4", name, channel, queue, expiry, "0", lease, owner, "1",
-                                           "100"};
+                                           "6", name, channel, queue, expiry, token_key, own_token_key,
+                                           "0", lease, owner, "1", "100", "", "s"};
     std::vector<double> us;
     us.reserve(static_cast<std::size_t>(iterations));
     for (std::int64_t i = 0; i < warmup + iterations; ++i) {

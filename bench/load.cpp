@@ -13,6 +13,7 @@
 //       One thread: try_lock_for(until the end), hold, unlock, think; until the end.
 //       -> {"id", "events": [[call, acquired, unlock_call, unlock_returned] (ns), ...], "errors"}
 //   dlock_load w4 --url U --name N --waiters 10 --hold-us 1000 --seconds S
+//       [--count-from T --count-to T]: also counts the acquisitions within that window
 //       `waiters` threads of one client on one name: try_lock_for(until the end), hold, unlock.
 //       -> {"acquisitions", "timeouts", "errors", "refused_subscriptions"}
 //   dlock_load w5 --url U --locks 10000 [--periods 3] [--prefix P]
@@ -227,7 +228,10 @@ int w4(const bench::options& opt) {
   client.ping();
   const auto t0 = start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 10);
-  std::atomic<std::int64_t> acquisitions{0}, timeouts{0}, errors{0};
+  // Acquisitions within [count-from, count-to) (shared clock), for a steady-state window.
+  const auto count_from = opt.integer("count-from", 0);
+  const auto count_to = opt.integer("count-to", 0);
+  std::atomic<std::int64_t> acquisitions{0}, in_window{0}, timeouts{0}, errors{0};
   std::vector<std::thread> threads;
   for (std::int64_t i = 0; i < waiters; ++i) {
     threads.emplace_back([&] {
@@ -245,6 +249,7 @@ int w4(const bench::options& opt) {
           continue;
         }
         ++acquisitions;
+        if (const auto at = bench::mono_ns(); at >= count_from && at < count_to) ++in_window;
         bench::sleep_ns(hold);
         m.unlock(ec);
         if (ec) ++errors;
@@ -255,6 +260,7 @@ int w4(const bench::options& opt) {
   bench::emit(opt.str("out"), bench::json{}
                                   .field("system", "dlock")
                                   .field("acquisitions", acquisitions.load())
+                                  .field("window_acquisitions", in_window.load())
                                   .field("timeouts", timeouts.load())
                                   .field("errors", errors.load())
                                   .field("refused_subscriptions",

@@ -22,7 +22,7 @@
 -- send time of this attempt (digits, echoed in a grant)
 -- Returns {0, token} when the caller holds the lock (token: a first acquisition's fencing token;
 -- 0 for a re-entry, which keeps its first acquisition's), {pttl} when another owner holds it, {-1} when the lock is kept for
--- another waiter (a hand-off, below: wait to be woken), or {-1, count} when the owner's field
+-- or granted to another waiter (a hand-off, below: wait to be woken), or {-1, count} when the owner's field
 -- holds a count the caller does not expect (its local view is stale) — and, confirming a grant,
 -- when the grant is not the caller's to confirm (not held by ARGV[2], or granted to another
 -- ticket).
@@ -82,15 +82,21 @@ if held ~= have and held ~= have + 1 then
   return {-1, held}
 end
 local busy = held == have and have == 0 and redis.call('exists', KEYS[1]) == 1
-local kept = false  -- a hand-off kept for another waiter
+local kept = false  -- a hand-off kept for, or granted to, another waiter
 if busy then
-  local kept_for = redis.call('hget', KEYS[1], 'dlock:handoff')
+  local marks = redis.call('hmget', KEYS[1], 'dlock:handoff', 'dlock:grant')
+  local kept_for = marks[1]
   if kept_for then
     if kept_for ~= '' and kept_for == ticket and redis.call('hlen', KEYS[1]) == 1 then
       busy, claim = false, true
     else
       kept = true
     end
+  elseif marks[2] then
+    -- Granted, not yet confirmed: its expiry is the window, not the grantee's lease — a
+    -- waiter that slept until then would only find the lock held again. Woken by the next
+    -- unlock instead (the next in line stands by, in case the grantee never comes).
+    kept = true
   end
 end
 if busy then

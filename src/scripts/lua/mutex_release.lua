@@ -84,18 +84,22 @@ local function tell(id, msg)
   redis.pcall('publish', KEYS[2], msg)
   return false
 end
--- The queue's head that is not stale, with its record and the server time in ms.
+-- The queue's head that is not stale, with its record and the server time (TIME's reply).
+-- No queue (the usual uncontended release): one ZPOPMIN of a missing key.
 local function live_head()
-  local now = redis.call('time')
-  local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+  local now, now_ms
   for _ = 1, 100 do  -- bounded: a pile of stale entries is cleared over several releases
     local head = redis.pcall('zpopmin', KEYS[3])
     if type(head) ~= 'table' or not head[1] or head.err then return nil end
-    if not KEYS[4] then return head[1], {}, now_ms end
+    if not now then
+      now = redis.call('time')
+      now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    end
+    if not KEYS[4] then return head[1], {}, now end
     local rec, unknown = entry_of(head[1])
-    if unknown then return head[1], {}, now_ms end  -- cannot tell: live
+    if unknown then return head[1], {}, now end  -- cannot tell: live
     redis.pcall('hdel', KEYS[4], head[1])
-    if rec.stale_at and rec.stale_at > now_ms then return head[1], rec, now_ms end
+    if rec.stale_at and rec.stale_at > now_ms then return head[1], rec, now end
   end
   return nil
 end
@@ -109,7 +113,7 @@ end
 -- fences (the counters are this client's), and only while someone hears the message: else the
 -- grant is undone (a token may have been used up: tokens need only increase) and the hand-off
 -- goes on as a reservation. Every write is a pcall: a refusal (over maxmemory) leaves no grant.
-local function grant(head, rec, window, now_ms)
+local function grant(head, rec, window, now)
   local mode = ARGV[7]
   if not (mode and mode ~= '' and rec.mode == mode and rec.id and rec.at and rec.owner and rec.sent and
           string.match(rec.sent, '^%d+$') and KEYS[5]) then
@@ -119,7 +123,7 @@ local function grant(head, rec, window, now_ms)
   if mode ~= 'n' then
     local last, other_exists = fencing_read(KEYS[5], KEYS[6])
     if not last then return false end  -- a counter of another type: its acquire reports it
-    token = fencing_issue(KEYS[5], KEYS[6], last, other_exists)
+    token = fencing_issue(KEYS[5], KEYS[6], last, other_exists, now)
     if not token then return false end
   end
   local granted = type(redis.pcall('hset', KEYS[1], rec.owner, 1, 'dlock:grant',
@@ -127,7 +131,8 @@ local function grant(head, rec, window, now_ms)
                   type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
   if granted then
     local message = '=' .. head .. ' ' .. string.format('%.0f', token) .. ' ' ..
-                    string.format('%.0f', math.max(now_ms - rec.at, 0)) .. ' ' .. rec.sent
+                    string.format('%.0f', math.max(now[1] * 1000 + math.floor(now[2] / 1000) - rec.at, 0)) ..
+                    ' ' .. rec.sent
     local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. rec.id, message)
     if type(heard) == 'number' and heard > 0 then return true end
   end
@@ -144,11 +149,11 @@ local function stand_by_next()
     tell(rec and rec.id, '-' .. nxt[1])
   end
 end
-if KEYS[3] and redis.call('exists', KEYS[3]) == 1 then
-  local head, rec, now_ms = live_head()
+if KEYS[3] then
+  local head, rec, now = live_head()
   if head then
     local window = tonumber(ARGV[5] or '0') or 0
-    if window > 0 and grant(head, rec, window, now_ms) then
+    if window > 0 and grant(head, rec, window, now) then
       stand_by_next()
       return 1
     end

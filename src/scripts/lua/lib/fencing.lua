@@ -43,9 +43,10 @@ local function fencing_read(advanced, other)
 end
 
 -- Issues the token after `last` (fencing_read) and writes it to the counter(s). Returns it, or
--- nil and the error reply when a SET is refused (over maxmemory).
-local function fencing_issue(advanced, other, last, other_exists)
-  local now = redis.call('time')
+-- nil and the error reply when a SET is refused (over maxmemory). `now`: the script's TIME
+-- reply, if it has one already.
+local function fencing_issue(advanced, other, last, other_exists, now)
+  now = now or redis.call('time')
   local token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
   local text = string.format('%.0f', token)
   local done = redis.pcall('set', advanced, text)
