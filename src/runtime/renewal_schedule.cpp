@@ -11,8 +11,9 @@ void renewal_schedule::add(id h, clock::time_point sent, clock::duration lease, 
 
 void renewal_schedule::add_granted(id h, clock::time_point start, clock::duration window,
                                    clock::duration lease, bool renew) {
+  // Renewed at half the window if the confirmation (due at a fifth) has not come back by then.
   holds_[h] = entry{lease, trusted_until(start, window),
-                    renew ? start + window / 3 : clock::time_point::max(), renew, false};
+                    renew ? start + window / 2 : clock::time_point::max(), renew, false};
 }
 
 void renewal_schedule::remove(id h) { holds_.erase(h); }

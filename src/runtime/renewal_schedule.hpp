@@ -38,7 +38,7 @@ class renewal_schedule {
   void add(id h, clock::time_point sent, clock::duration lease, bool renew);
   // A hold granted by an unlock (config::grants): trusted from `start` for `window` (the grant's
   // lease) until a confirmation moves it to its own lease, `lease`; a watchdog hold is renewed
-  // as if its lease were `window` meanwhile.
+  // at half the window if no confirmation came by then.
   void add_granted(id h, clock::time_point start, clock::duration window, clock::duration lease, bool renew);
   void remove(id h);
   bool contains(id h) const { return holds_.contains(h); }

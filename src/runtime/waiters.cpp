@@ -38,10 +38,10 @@ std::uint64_t waiter_registry::parse_standby(std::string_view payload) {
 
 std::optional<grant> waiter_registry::parse_grant(std::string_view payload) {
   if (payload.size() < 2 || payload.front() != '=') return std::nullopt;
-  std::uint64_t fields[4] = {};
+  std::uint64_t fields[5] = {};
   const char* p = payload.data() + 1;
   const char* const end = payload.data() + payload.size();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     if (i > 0 && (p == end || *p++ != ' ')) return std::nullopt;
     auto [q, ec] = std::from_chars(p, end, fields[i]);
     if (ec != std::errc{} || q == p) return std::nullopt;
@@ -53,6 +53,7 @@ std::optional<grant> waiter_registry::parse_grant(std::string_view payload) {
   g.token = fields[1];
   g.since = std::chrono::milliseconds{static_cast<std::int64_t>(std::min<std::uint64_t>(fields[2], INT32_MAX))};
   g.sent = clock::time_point{clock::duration{static_cast<clock::rep>(fields[3])}};
+  g.window = std::chrono::milliseconds{static_cast<std::int64_t>(std::min<std::uint64_t>(fields[4], INT32_MAX))};
   return g;
 }
 

@@ -18,7 +18,7 @@
 //   registered yet, add() wakes it);
 // - `-` and a ticket: the next in line behind such a hand-off stands by, re-checking when the
 //   hand-off's window ends (in case the named waiter never comes);
-// - `=<ticket> <token> <ms> <sent>`: the unlock granted the lock to that waiter (config::grants;
+// - `=<ticket> <token> <ms> <sent> <window>`: the unlock granted the lock to that waiter (config::grants;
 //   mutex_release.lua): it holds the lock (waiter::granted). One that has not registered yet
 //   gets it from add(); one that is gone ignores it (its leave releases the grant).
 // Its resubscription wakes every waiter of the client (a name may have been missed); its
@@ -54,12 +54,14 @@ namespace dlock::detail {
 
 // A grant (mutex_release.lua): the lock was given to the waiter holding `ticket`, with fencing
 // token `token`, `since` after its attempt sent at `sent` (its own steady clock) wrote the
-// queue record that the unlock read.
+// queue record that the unlock read, expiring `window` after it was made (the releaser's
+// hand-off window).
 struct grant {
   std::uint64_t ticket = 0;
   std::uint64_t token = 0;
   std::chrono::milliseconds since{0};
   std::chrono::steady_clock::time_point sent{};
+  std::chrono::milliseconds window{0};
 };
 
 class waiter {
@@ -110,7 +112,7 @@ class waiter_registry {
   static std::uint64_t parse_ticket(std::string_view payload);
   // The ticket a stand-by message ('-' and a ticket) names, or 0.
   static std::uint64_t parse_standby(std::string_view payload);
-  // The grant a message `=<ticket> <token> <ms> <sent>` makes, or nullopt.
+  // The grant a message `=<ticket> <token> <ms> <sent> <window>` makes, or nullopt.
   static std::optional<grant> parse_grant(std::string_view payload);
 
   // Keep a lock channel subscribed for `linger` after its last waiter leaves (0: unsubscribe

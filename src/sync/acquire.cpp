@@ -241,6 +241,7 @@ class acquire_op final : public waiter,
                                          counters_.other};
     const std::span<const std::string_view> keys{keys_all, counters_.other.empty() ? 4u : 5u};
     sent_ticket_ = !unqueued_ && !ticket_.empty();
+    ticket_sent_ever_ = ticket_sent_ever_ || sent_ticket_;
     if (first_sent_ == clock::time_point{}) first_sent_ = sent;
     // Queued, it takes grants (config::grants): the unlock needs its owner field, fencing mode
     // and this send time (echoed in the grant: the waiter trusts it from there).
@@ -316,29 +317,50 @@ class acquire_op final : public waiter,
   }
 
   void take_grant(const grant& g) {
+    if (finished_ || left_) return;  // (a leave sent while the grant waited releases it)
     const auto now = clock::now();
-    const auto window = std::chrono::duration_cast<clock::duration>(c_.cfg().handoff_window);
-    // The server counts whole milliseconds: the grant came at least since - 1 ms after the
-    // record was written, which was after its attempt was sent.
-    const auto start = std::min(now, g.sent + std::max(clock::duration{g.since} - std::chrono::milliseconds{1},
-                                                       clock::duration::zero()));
+    // The grant's expiry is the releaser's window, which the message carries (ours may differ).
+    const auto window = std::chrono::duration_cast<clock::duration>(g.window);
+    // The grant came `since` (server ms, whole: less one) after the record was written, which
+    // was after its attempt was sent; less 1% of it for the clocks' rates (as the lease's drift
+    // allowance), and never later than now (a server clock stepped forward inflates `since`).
+    const auto since = std::max(clock::duration{g.since} - std::chrono::milliseconds{1}, clock::duration::zero());
+    const auto start = std::min(now, g.sent + since - since / 100);
     const bool ours = g.sent >= first_sent_ && g.sent <= last_sent_;
-    if (!ours || hold_->lost || hold_->count > 0 || now >= renewal_schedule::trusted_until(start, window)) {
+    if (!ours || hold_->lost || hold_->count > 0 || window <= clock::duration::zero() ||
+        now >= renewal_schedule::trusted_until(start, window)) {
       // Too late to trust (or not this op's attempt): the lock is ours on the server all the
       // same; the next attempt takes it with a lease of its own.
+      ++c_.grants_untrusted();
       return wake();
     }
     ++c_.grants_taken();
     hold_->count.fetch_add(1);
     hold_->token = g.token;
     c_.watchdog().add_granted(hold_, start, window);
-    // The holder first: the confirmation is sent after the waiting caller is woken (it is
-    // `renewing` from here, so a release the caller sends at once goes after it).
-    hold_->renewing.fetch_add(1);
+    auto& c = c_;  // finish() may let this op go
     auto hold = hold_;
     auto confirm = encode_confirm();
     finish({});
-    confirm_grant(c_, std::move(hold), std::move(confirm), 0, true);
+    // Confirmed a fifth of the window later (before the watchdog's fallback renewal at half, well
+    // before the trusted time ends): a holder that releases sooner needs no confirmation at
+    // all — its release ends the grant — so a short critical section costs the unlock's
+    // script alone, and the confirmation never competes with the hand-off for the server.
+    confirm_later(c, std::move(hold), std::move(confirm), window / 5);
+  }
+
+  // Confirms after `delay` unless the hold was released (or lost) by then; while a release is
+  // on its way, looks again later (a release that fails leaves the hold to confirm).
+  static void confirm_later(client_impl& c, std::shared_ptr<hold_state> hold, std::string request,
+                            clock::duration delay) {
+    auto timer = std::make_shared<asio::steady_timer>(c.strand(), delay);
+    timer->async_wait([&c, timer, hold = std::move(hold), request = std::move(request), delay](std::error_code ec) mutable {
+      if (ec || c.stopped() || hold->lost || hold->count == 0) return;
+      const auto until = c.watchdog().trusted_until(*hold);
+      if (!until || clock::now() >= *until) return;  // released, or past trusting: nothing to confirm
+      if (hold->releasing.load()) return confirm_later(c, std::move(hold), std::move(request), delay);
+      confirm_grant(c, std::move(hold), std::move(request));
+    });
   }
 
   // The confirmation of a grant taken: mutex_acquire.lua with ARGV[7] '2'.
@@ -354,13 +376,14 @@ class acquire_op final : public waiter,
   // Sends the confirmation (again, after no answer, while the grant is trusted). A release on its
   // way goes after it (the hold is `renewing`, as for a watchdog renewal): a confirmation that ran
   // after the release could only find the lock gone, or extend this owner's next hold.
-  // `announced`: the caller counted it in hold_state::renewing already.
   static void confirm_grant(client_impl& c, std::shared_ptr<hold_state> hold, std::string request,
-                            int tries = 0, bool announced = false) {
-    if (!announced) hold->renewing.fetch_add(1);
+                            int tries = 0) {
+    hold->renewing.fetch_add(1);
     if (hold->releasing.load()) {
+      // A release is on its way: nothing to confirm if it succeeds; look again shortly, in
+      // case it fails (confirm_later stops once the hold is released).
       hold->renewing.fetch_sub(1);
-      return;  // released already: nothing to confirm
+      return confirm_later(c, std::move(hold), std::move(request), std::chrono::milliseconds{5});
     }
     const auto sent = clock::now();
     auto copy = request;
@@ -549,6 +572,7 @@ class acquire_op final : public waiter,
   void leave_queue() {
     queued_ = false;
     left_ = true;  // a grant made before the leave runs is the leave's to release
+    pending_grant_.reset();
     send_mutex_release(c_, keys_, "0", "", 0, ticket_, [](std::error_code, reply) {});
   }
 
@@ -564,8 +588,9 @@ class acquire_op final : public waiter,
       // deadline). (A hand-off kept for its ticket is passed on by the leave below.)
       if ((wake_pending || woken_) && ec) c_.waiters().wake_one(keys_.channel);
     }
-    // An attempt still out may queue this waiter (and a grant may follow): leave then too.
-    if ((queued_ || (attempting && sent_ticket_)) && ec) leave_queue();
+    // An attempt still out, or one whose answer never came, may have queued this waiter (and
+    // a grant may follow): leave then too.
+    if ((queued_ || (ticket_sent_ever_ && !left_)) && ec) leave_queue();
     // Ended (the client shuts down) with an attempt in flight: if it acquired, nobody would
     // release it before its lease ran out. Give back exactly that acquisition (a no-op if it
     // was not applied); the client waits for both to reach the server before it closes.
@@ -598,6 +623,7 @@ class acquire_op final : public waiter,
   bool woken_ = false;      // woken, and no attempt since has found the lock held
   std::optional<clock::time_point> standby_at_;  // re-check by then (stood by while attempting)
   bool left_ = false;       // its leave was sent: it takes no grant
+  bool ticket_sent_ever_ = false;  // an attempt carried the ticket (it may be queued)
   std::optional<grant> pending_grant_;  // granted while an attempt was out (taken on its reply)
   clock::time_point first_sent_{};      // its first attempt's send (a grant names one of its sends)
 };

@@ -562,7 +562,8 @@ TEST_F(grant_scripts, a_release_grants_the_lock_to_a_head_that_takes_grants) {
   const auto ms = std::stoll(message->substr(head.size()));
   EXPECT_GE(ms, 0);
   EXPECT_LT(ms, 5000);
-  EXPECT_EQ(message->substr(message->rfind(' ')), " 123456789012") << "B's own send time, echoed";
+  EXPECT_EQ(message->substr(message->find(' ', head.size())), " 123456789012 100")
+      << "B's own send time, echoed; the window";
   EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]") << "B popped; C next";
 
   // Held to everyone else: dlock's acquire (C, still queued: told to wait to be woken, not to

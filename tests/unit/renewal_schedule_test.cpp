@@ -74,6 +74,25 @@ TEST(renewal_schedule, add_with_renew_schedules_renewal_at_a_third_of_the_lease)
   EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{7});
 }
 
+// A granted hold: trusted for the grant's window from its start, renewed (watchdog) at half the
+// window if no confirmation came; a confirmation moves it to its own lease.
+TEST(renewal_schedule, a_granted_hold_is_trusted_for_the_window_until_confirmed) {
+  renewal_schedule s;
+  s.add_granted(3, t0, 100ms, lease, true);
+  s.add_granted(4, t0, 100ms, lease, false);
+  EXPECT_EQ(s.trusted_until(3), t0 + 100ms - 3ms);
+  EXPECT_EQ(s.due(3), t0 + 50ms);
+  EXPECT_EQ(s.due(4), t0 + 97ms) << "an explicit lease is not renewed: it ends";
+  EXPECT_TRUE(s.take_renewals(t0 + 49ms, no_slack, 100).empty());
+  EXPECT_EQ(s.take_renewals(t0 + 50ms, no_slack, 100), std::vector<id>{3});
+  s.confirmed(3, t0 + 20ms);
+  s.confirmed(4, t0 + 20ms);
+  EXPECT_EQ(s.trusted_until(3), t0 + 20ms + lease - 302ms) << "its own lease from the confirmation";
+  EXPECT_EQ(s.trusted_until(4), t0 + 20ms + lease - 302ms);
+  EXPECT_EQ(s.due(3), t0 + 20ms + third);
+  EXPECT_EQ(sorted(s.take_expired(t0 + 20s)), std::vector<id>{});
+}
+
 TEST(renewal_schedule, top_up_takes_holds_not_yet_due_earliest_first) {
   renewal_schedule s;
   s.add(1, t0, lease, true);

@@ -464,20 +464,21 @@ TEST(waiters, a_ticket_on_the_own_channel_wakes_its_waiter_on_any_lock) {
 }
 
 TEST(waiters, a_grant_message_is_parsed_exactly) {
-  const auto g = waiter_registry::parse_grant("=4294967297 1700000000123456 12 98765432109876");
+  const auto g = waiter_registry::parse_grant("=4294967297 1700000000123456 12 98765432109876 100");
   ASSERT_TRUE(g);
   EXPECT_EQ(g->ticket, 4294967297u);
   EXPECT_EQ(g->token, 1700000000123456u);
   EXPECT_EQ(g->since, std::chrono::milliseconds{12});
   EXPECT_EQ(g->sent.time_since_epoch().count(), 98765432109876);
-  EXPECT_TRUE(waiter_registry::parse_grant("=4294967297 0 0 0")) << "no token (fencing off)";
-  for (const char* bad : {"", "=", "4294967297 1 2 3", "=4294967297 1 2", "=4294967297 1 2 3 4",
-                          "=1 1 2 3" /* not a ticket */, "=4294967297  1 2 3", "=4294967297 1 2 3 ",
-                          "=4294967297 x 2 3", "=4294967297 1 -2 3", "=4294967297 1 2 99999999999999999999",
-                          "=4294967297 1 2 9223372036854775808" /* past the steady clock */, "-4294967297"}) {
+  EXPECT_EQ(g->window, std::chrono::milliseconds{100});
+  EXPECT_TRUE(waiter_registry::parse_grant("=4294967297 0 0 0 1")) << "no token (fencing off)";
+  for (const char* bad : {"", "=", "4294967297 1 2 3 4", "=4294967297 1 2 3", "=4294967297 1 2 3 4 5",
+                          "=1 1 2 3 4" /* not a ticket */, "=4294967297  1 2 3 4", "=4294967297 1 2 3 4 ",
+                          "=4294967297 x 2 3 4", "=4294967297 1 -2 3 4", "=4294967297 1 2 99999999999999999999 4",
+                          "=4294967297 1 2 9223372036854775808 4" /* past the steady clock */, "-4294967297"}) {
     EXPECT_FALSE(waiter_registry::parse_grant(bad)) << bad;
   }
-  EXPECT_EQ(waiter_registry::parse_ticket("=4294967297 1 2 3"), 0u) << "a grant is not a ticket";
+  EXPECT_EQ(waiter_registry::parse_ticket("=4294967297 1 2 3 4"), 0u) << "a grant is not a ticket";
 }
 
 // A grant on the own channel reaches exactly its waiter (on any lock), wakes nobody; one for a
@@ -490,7 +491,7 @@ TEST(waiters, a_grant_on_the_own_channel_reaches_its_waiter_even_before_it_regis
   queue(reg, chan_a, {&a1});
   queue(reg, chan_b, {&b1});
   const auto grant_for = [](std::uint64_t ticket) {
-    return "=" + waiter_registry::ticket_text(ticket) + " 77 3 1000";
+    return "=" + waiter_registry::ticket_text(ticket) + " 77 3 1000 100";
   };
   ASSERT_TRUE(sub.message(own, grant_for(b1.ticket)));
   ASSERT_EQ(b1.grants.size(), 1u);

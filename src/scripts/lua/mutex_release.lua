@@ -62,17 +62,23 @@ redis.call('del', KEYS[1])
 -- The queue's commands are pcalls: a queue key of another type never fails a release that has
 -- already deleted the lock (waiters then find out by their re-checks).
 -- A queue entry's record (mutex_acquire.lua): '<stale-at ms> <client id>', and for a waiter
--- that takes grants ' <mode> <at ms> <sent> <owner>' (the client id absent for older dlocks).
--- Returns it as a table (stale_at nil when unreadable), or nil and true when it cannot be read.
+-- that takes grants '|<mode>|<at ms>|<sent>|<owner>' after the id (the client id absent for
+-- older dlocks). Returns it as a table (stale_at nil when unreadable), or nil and true when it
+-- cannot be read.
 local function entry_of(ticket)
   if not KEYS[4] then return nil end
   local v = redis.pcall('hget', KEYS[4], ticket)
   if type(v) == 'table' and v.err then return nil, true end
-  local f = {}
-  for word in string.gmatch(v or '', '%S+') do f[#f + 1] = word end
-  if not (f[1] and string.match(f[1], '^%d+$')) then return {} end
-  return {stale_at = tonumber(f[1]), id = f[2], mode = f[3], at = tonumber(f[4] or ''), sent = f[5],
-          owner = f[6]}
+  local ms, rest = string.match(v or '', '^(%d+) ?(%S*)$')
+  if not ms then return {} end
+  local rec = {stale_at = tonumber(ms)}
+  local id, mode, at, sent, owner = string.match(rest, '^([^|]+)|([^|]+)|(%d+)|(%d+)|([^|]+)$')
+  if id then
+    rec.id, rec.mode, rec.at, rec.sent, rec.owner = id, mode, tonumber(at), sent, owner
+  elseif rest ~= '' then
+    rec.id = rest
+  end
+  return rec
 end
 -- Publishes `msg` to client `id`'s waiter channel; true if someone there heard it. Else on the
 -- lock's channel; false.
@@ -105,9 +111,9 @@ local function live_head()
 end
 -- Grant: the lock goes straight to waiter `head` — its owner field with count 1, the marker
 -- {'dlock:grant': '<ticket> <token>'}, the window as its expiry, and a fencing token issued as
--- its acquire would — and its client is told `=<ticket> <token> <ms> <sent>` on its waiter
--- channel: ms, how long ago (server time) its latest attempt wrote its record; sent, that
--- attempt's own send time from the record. From that the waiter trusts the grant from no later
+-- its acquire would — and its client is told `=<ticket> <token> <ms> <sent> <window>` on its
+-- waiter channel: ms, how long ago (server time) its latest attempt wrote its record; sent, that
+-- attempt's own send time from the record; window, the grant's expiry in ms (this releaser's). From that the waiter trusts the grant from no later
 -- than the grant was made: it holds the lock without an acquire of its own (its confirmation
 -- sets its lease: mutex_acquire.lua). Only for an entry that takes grants fenced as this client
 -- fences (the counters are this client's), and only while someone hears the message: else the
@@ -116,7 +122,7 @@ end
 local function grant(head, rec, window, now)
   local mode = ARGV[7]
   if not (mode and mode ~= '' and rec.mode == mode and rec.id and rec.at and rec.owner and rec.sent and
-          string.match(rec.sent, '^%d+$') and KEYS[5]) then
+          KEYS[5]) then
     return false
   end
   local token = 0
@@ -132,7 +138,7 @@ local function grant(head, rec, window, now)
   if granted then
     local message = '=' .. head .. ' ' .. string.format('%.0f', token) .. ' ' ..
                     string.format('%.0f', math.max(now[1] * 1000 + math.floor(now[2] / 1000) - rec.at, 0)) ..
-                    ' ' .. rec.sent
+                    ' ' .. rec.sent .. ' ' .. string.format('%.0f', window)
     local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. rec.id, message)
     if type(heard) == 'number' and heard > 0 then return true end
   end
@@ -153,10 +159,12 @@ if KEYS[3] then
   local head, rec, now = live_head()
   if head then
     local window = tonumber(ARGV[5] or '0') or 0
-    if window > 0 and grant(head, rec, window, now) then
-      stand_by_next()
-      return 1
-    end
+    -- No stand-by after a grant: telling the next in line woke a third process at every
+    -- hand-off (W3: ~40 us of it), for one failure only — a grantee whose process stalls while
+    -- its client still hears. Its grant ends with the window; the others find the lock free
+    -- at their next re-check (config::wait_recheck), and a queue entry of a stalled waiter goes
+    -- stale within its validity, so a stall costs at most one grant.
+    if window > 0 and grant(head, rec, window, now) then return 1 end
     -- Hand-off: keep the lock for the named waiter for a moment (mutex_acquire.lua), so that
     -- nobody takes it between this unlock and that waiter's acquire. HSET may be refused (over
     -- maxmemory): then the lock is simply free. A reservation must never outlive its window.

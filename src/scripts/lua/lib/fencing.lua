@@ -1,5 +1,5 @@
 -- Fencing tokens, shared by mutex_acquire.lua and mutex_release.lua (a grant issues one too;
--- cmake/dlock_embed_lua.cmake puts this text where a script says `-- dlock:include fencing`).
+-- cmake/dlock_embed_lua.cmake puts this text where a script includes `fencing`).
 -- A first acquisition sets the counter to max(counter + 1, server time in microseconds) and
 -- returns it. Strictly increasing while the counter lives, like an INCR (and Redisson's
 -- RFencedLock INCRs redisson_lock_token:{name}, the per-lock counter); and when the counter is
