@@ -57,7 +57,7 @@ PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executabl
 # sends one itself, at most once per wait, so at most one per waiter per run is miscounted here.
 SCRIPT_INTERNAL = {
     "dlock": {"hget", "hexists", "hincrby", "pexpire", "exists", "pttl", "incr", "get", "del", "publish",
-              "set", "time", "zadd", "zrange", "zrem", "zremrangebyscore", "zpopmin", "hset", "hlen",
+              "set", "time", "zadd", "zrange", "zrem", "zremrangebyscore", "zpopmin", "hset", "hlen", "hmget",
               "hdel"},
     "redis-py": {"get", "del"},                      # release script; acquire is a plain SET NX PX
     "node-redlock": {"exists", "set", "get", "del"},  # lock and unlock scripts

@@ -38,7 +38,7 @@
 //   handoff       how long an unlock keeps the lock for the waiter it wakes (default 100ms;
 //                 `0` = no hand-off: whoever asks first after an unlock takes the lock)
 //   grant         `on` (default): an unlock hands the lock straight to the waiter it wakes
-//                 (see grants below); `off`: it only keeps the lock for it
+//                 (see grants below); `off`: it only keeps the lock for it (both sides)
 //   linger        how long a lock's unlock channel stays subscribed after its last waiter in
 //                 this client is done (default 1s; `0` = unsubscribe at once)
 //
@@ -113,16 +113,19 @@ struct config {
   // or whose client is destroyed, passes it on at once. 0 = off.
   std::chrono::milliseconds handoff_window{100};
   // Grants: within the hand-off, the unlock gives the lock to the woken waiter outright — that
-  // waiter's owner field, a fencing token, the window as its first lease — and tells it so on
-  // its client's channel: the waiter holds the lock when the message arrives, without a round
-  // trip of its own, and confirms in the background (setting its lease). The waiter trusts
-  // the grant from no later than it was made (the message says how long after its last
-  // attempt), for the window; a confirmation that finds it gone marks the lease lost. A waiter
-  // takes grants when handoff_window > 0, wait_replicas == 0 (a grant is the unlocker's write,
-  // which the waiter's WAIT could not count) and this is on; an unlock grants when handoff_window
-  // > 0 and the waiter's fencing mode is its own. Off: the unlock only keeps the lock for the
-  // waiter, which then acquires it. A grant no one hears (its client died) is undone at once;
-  // one to a stalled process holds the queue up for the window, as a reservation would.
+  // waiter's owner field, a fencing token, the unlocker's window as its first lease — and tells
+  // it so on its client's channel: the waiter holds the lock when the message arrives, without
+  // a round trip of its own. It trusts the grant from no later than it was made (the message
+  // says how long after its last attempt, and the window) for that window, and a fifth of the
+  // window later, if it still holds the lock, confirms it (setting its own lease; a holder that
+  // releases sooner never needs to); a confirmation that finds it gone marks the lease lost.
+  // A client takes grants when handoff_window > 0, wait_replicas == 0 (a grant is the
+  // unlocker's write, which the waiter's WAIT could not count) and this is on; it makes them
+  // when handoff_window > 0, this is on, and the waiter is fenced as it is. A grant no one hears
+  // (its client died) is undone at once; one to a stalled process holds the lock for the
+  // window, and the other waiters find it free at their next re-check (wait_recheck). Off: the
+  // client neither makes nor takes grants (the unlock keeps the lock for the waiter, which then
+  // acquires it).
   bool grants = true;
   // How long a lock's unlock channel (redisson_lock__channel:{name}) stays subscribed after the
   // last waiter of this client on it is done. A client that waits on the same lock again

@@ -889,6 +889,23 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
   EXPECT_EQ(r.out.rfind(name + ": held\n", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("being handed off to waiter 4294967297"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("holder "), std::string::npos) << r.out;
+
+  // Granted to a waiter, not yet confirmed (as mutex_release.lua grants it): held by that
+  // waiter's owner field; the marker is no holder.
+  srv.command({"DEL", name});
+  srv.command({"HSET", name, "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7", "1",
+               std::string{dlock::keys::grant_field}, "4294967297 1700000000000000"});
+  srv.command({"PEXPIRE", name, "60000"});
+  r = run_dlock({"--url", srv.url(), "status", "--json", name});
+  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
+  {
+    const auto j = parse_json(r.out);
+    EXPECT_TRUE(j.at("held").boolean);
+    ASSERT_EQ(j.at("holders").items.size(), 1u) << r.out;
+    EXPECT_EQ(j.at("holders").items[0].at("owner").text, "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7");
+    EXPECT_EQ(j.keys(), top_keys) << "no hand-off ticket";
+  }
+  srv.command({"DEL", name});
 }
 
 // -- unlock --force -------------------------------------------------------------------------------
