@@ -478,6 +478,15 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
   EXPECT_LT(waited, 1s) << "at the window's end, not at the 20 s re-check";
 }
 
+// Waits until `c`'s one waiter on `name` is registered, its client's channel subscribed and its
+// ticket in the lock's queue: an unlock now grants the lock to it (or keeps it for it).
+void await_queued_waiter(dlock::test::redis_server& srv, dlock::client& c, const std::string& name) {
+  ASSERT_TRUE(dlock::test::wait_until([&] { return c.impl().waiters().channels() == 1; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, dlock::keys::waiter_channel(c.impl().id())) == 1; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until(
+      [&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+}
+
 // Grants (config::grants, on by default): the unlock gives the lock to the waiter it names, which
 // holds it when the message arrives — no acquire of its own after the unlock — trusted for the
 // window until its confirmation (sent in the background) sets its own lease. Each hand-off costs
@@ -502,10 +511,7 @@ TEST(mutex, an_unlock_grants_the_lock_to_the_waiter_it_names) {
       w.unlock();
       return std::pair{token, own_lease};
     });
-    ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
-    ASSERT_TRUE(dlock::test::wait_until(
-        [&] { return numsub(srv, dlock::keys::waiter_channel(waiter.impl().id())) == 1; }, 5s));
-    ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+    ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
     const auto grants = waiter.impl().grants_taken().load();
     const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
     const auto renewals = static_cast<long>(waiter.impl().watchdog().renewals_sent());
@@ -547,10 +553,7 @@ TEST(mutex, a_grant_released_before_its_confirmation_is_due_costs_no_confirmatio
       w.lock();
       w.unlock();  // at once: well within 20 ms (the 100 ms window / 5)
     });
-    ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
-    ASSERT_TRUE(dlock::test::wait_until(
-        [&] { return numsub(srv, dlock::keys::waiter_channel(waiter.impl().id())) == 1; }, 5s));
-    ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+    ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
     const auto grants = waiter.impl().grants_taken().load();
     const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
     h.unlock();
@@ -613,10 +616,7 @@ TEST(mutex, a_grant_too_short_to_trust_is_taken_by_an_attempt) {
   h.lock();
   const auto first = h.fencing_token();
   timed_waiter w{waiter, name, 30s};
-  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
-  ASSERT_TRUE(dlock::test::wait_until(
-      [&] { return numsub(srv, dlock::keys::waiter_channel(waiter.impl().id())) == 1; }, 5s));
-  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+  ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
   h.unlock();
   const auto released = steady::now();
   ASSERT_EQ(w.result.wait_for(10s), std::future_status::ready);
