@@ -319,8 +319,11 @@ class acquire_op final : public waiter,
   void take_grant(const grant& g) {
     if (finished_ || left_) return;  // (a leave sent while the grant waited releases it)
     const auto now = clock::now();
-    // The grant's expiry is the releaser's window, which the message carries (ours may differ).
-    const auto window = std::chrono::duration_cast<clock::duration>(g.window);
+    // The grant's expiry is the releaser's window, which the message carries (ours may differ);
+    // trusted no longer than this hold's own lease either, which the confirmation sets from its
+    // run on (a lease shorter than the window would end before the trusted time otherwise).
+    const auto window = std::min(std::chrono::duration_cast<clock::duration>(g.window),
+                                 std::chrono::duration_cast<clock::duration>(hold_->lease));
     // The grant came `since` (server ms, whole: less one) after the record was written, which
     // was after its attempt was sent; less 1% of it for the clocks' rates (as the lease's drift
     // allowance), and never later than now (a server clock stepped forward inflates `since`).
@@ -342,11 +345,12 @@ class acquire_op final : public waiter,
     auto hold = hold_;
     auto confirm = encode_confirm();
     finish({});
-    // Confirmed a fifth of the window later (before the watchdog's fallback renewal at half, well
-    // before the trusted time ends): a holder that releases sooner needs no confirmation at
-    // all — its release ends the grant — so a short critical section costs the unlock's
-    // script alone, and the confirmation never competes with the hand-off for the server.
-    confirm_later(c, std::move(hold), std::move(confirm), window / 5);
+    // Confirmed a fifth of the window after the grant (before the watchdog's fallback renewal
+    // at half, well before the trusted time ends): a holder that releases sooner needs no
+    // confirmation at all — its release ends the grant — so a short critical section costs the
+    // unlock's script alone, and the confirmation never competes with the hand-off for the server.
+    confirm_later(c, std::move(hold), std::move(confirm),
+                  std::max(start + window / 5 - clock::now(), clock::duration::zero()));
   }
 
   // Confirms after `delay` unless the hold was released (or lost) by then; while a release is
@@ -354,11 +358,14 @@ class acquire_op final : public waiter,
   static void confirm_later(client_impl& c, std::shared_ptr<hold_state> hold, std::string request,
                             clock::duration delay) {
     auto timer = std::make_shared<asio::steady_timer>(c.strand(), delay);
-    timer->async_wait([&c, timer, hold = std::move(hold), request = std::move(request), delay](std::error_code ec) mutable {
+    timer->async_wait([&c, timer, hold = std::move(hold), request = std::move(request)](std::error_code ec) mutable {
       if (ec || c.stopped() || hold->lost || hold->count == 0) return;
+      // A release on its way (it took the hold out of the watchdog): wait for its outcome.
+      if (hold->releasing.load()) {
+        return confirm_later(c, std::move(hold), std::move(request), std::chrono::milliseconds{5});
+      }
       const auto until = c.watchdog().trusted_until(*hold);
-      if (!until || clock::now() >= *until) return;  // released, or past trusting: nothing to confirm
-      if (hold->releasing.load()) return confirm_later(c, std::move(hold), std::move(request), delay);
+      if (!until || clock::now() >= *until) return;  // past trusting: nothing to confirm
       confirm_grant(c, std::move(hold), std::move(request));
     });
   }

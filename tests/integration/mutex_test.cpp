@@ -13,6 +13,7 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "dlock/inspect.hpp"
@@ -244,7 +245,9 @@ TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
 TEST(mutex, a_second_wait_within_the_linger_reuses_the_subscription) {
   dlock::test::redis_server srv;
   // recheck=20s: only messages wake the waiter.
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s&linger=2s")};
+  // handoff=2s (the holder's): the waiter's confirmation of its grant would be due at 400 ms,
+  // long after it unlocks, even on a loaded host.
+  dlock::client holder{config_for(srv, "handoff=2s")}, waiter{config_for(srv, "recheck=20s&linger=2s")};
   const auto name = dlock::test::unique_name("lock");
   const auto channel = dlock::keys::lock_channel(name);
   dlock::mutex h{holder, name}, w{waiter, name};
@@ -480,11 +483,15 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
 
 // Waits until `c`'s one waiter on `name` is registered, its client's channel subscribed and its
 // ticket in the lock's queue: an unlock now grants the lock to it (or keeps it for it).
+// (The lock's channel too, and a moment for the re-check that its confirmation sends: an
+// attempt that ran after the grant would take it as its own.)
 void await_queued_waiter(dlock::test::redis_server& srv, dlock::client& c, const std::string& name) {
   ASSERT_TRUE(dlock::test::wait_until([&] { return c.impl().waiters().channels() == 1; }, 5s));
   ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, dlock::keys::waiter_channel(c.impl().id())) == 1; }, 5s));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, dlock::keys::lock_channel(name)) == 1; }, 5s));
   ASSERT_TRUE(dlock::test::wait_until(
       [&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
+  std::this_thread::sleep_for(50ms);
 }
 
 // Grants (config::grants, on by default): the unlock gives the lock to the waiter it names, which
@@ -539,11 +546,13 @@ TEST(mutex, an_unlock_grants_the_lock_to_the_waiter_it_names) {
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
 }
 
-// A granted holder that unlocks within a fifth of the window never confirms: its release ends
-// the grant. A short critical section costs the two releases and nothing else.
+// A granted holder that unlocks within a fifth of the releaser's window never confirms: its
+// release ends the grant. A short critical section costs the two releases and nothing else.
 TEST(mutex, a_grant_released_before_its_confirmation_is_due_costs_no_confirmation) {
   dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s")};
+  // A 2 s window: the confirmation would be due 400 ms after the grant, far more than the
+  // waiter needs to unlock even on a loaded host.
+  dlock::client holder{config_for(srv, "handoff=2s")}, waiter{config_for(srv, "recheck=20s")};
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex h{holder, name}, w{waiter, name};
   for (int round = 0; round < 3; ++round) {
@@ -551,7 +560,7 @@ TEST(mutex, a_grant_released_before_its_confirmation_is_due_costs_no_confirmatio
     h.lock();
     auto t = on_thread([&] {
       w.lock();
-      w.unlock();  // at once: well within 20 ms (the 100 ms window / 5)
+      w.unlock();  // at once: well within 400 ms (the 2 s window / 5)
     });
     ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
     const auto grants = waiter.impl().grants_taken().load();
@@ -559,7 +568,7 @@ TEST(mutex, a_grant_released_before_its_confirmation_is_due_costs_no_confirmatio
     h.unlock();
     ASSERT_EQ(t.wait_for(10s), std::future_status::ready);
     t.get();
-    std::this_thread::sleep_for(60ms);  // past the time the confirmation would have gone out
+    std::this_thread::sleep_for(500ms);  // past the time the confirmation would have gone out
     EXPECT_EQ(waiter.impl().grants_taken().load(), grants + 1);
     if (round > 0) {  // (round 0 re-checks once after its new subscription; see above)
       EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha") - evalsha, 2) << "the two releases only";
@@ -602,6 +611,44 @@ TEST(mutex, a_grant_nobody_takes_ends_with_its_window_and_a_re_check_finds_the_l
   EXPECT_GE(waited, 90ms) << "not before the grant's window ended";
   EXPECT_LT(waited, 2s) << "by its re-check (400 ms)";
   EXPECT_EQ(patient.impl().grants_taken().load(), 0u) << "it found the lock free (nobody to grant it)";
+}
+
+// A grant is trusted no longer than the waiter's own lease, which its confirmation sets on the
+// lock: a lease shorter than the releaser's window must not be trusted for the window.
+TEST(mutex, a_granted_hold_is_trusted_no_longer_than_its_own_lease) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv, "handoff=5s")}, waiter{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  std::promise<std::chrono::milliseconds> left_at_start;
+  std::promise<void> expired;
+  auto t = on_thread([&] {
+    w.lock(300ms);
+    left_at_start.set_value(w.lease_time_left());
+    expired.get_future().wait();
+    const auto left = w.lease_time_left();
+    std::error_code ec;
+    w.unlock(ec);
+    return std::pair{left, ec};
+  });
+  ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
+  h.unlock();
+  const auto released = steady::now();
+  auto f = left_at_start.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  const auto left = f.get();
+  EXPECT_EQ(waiter.impl().grants_taken().load(), 1u);
+  EXPECT_LE(left, 300ms) << "not the releaser's 5 s window";
+  EXPECT_GT(left, 0ms);
+  // The confirmation (due at 300 ms / 5) set the lock's TTL to the lease: it expires then.
+  EXPECT_TRUE(dlock::test::wait_until([&] { return srv.command({"EXISTS", name}) == ":0"; }, 3s));
+  EXPECT_LT(steady::now() - released, 2s) << "at the lease's end, not the window's";
+  expired.set_value();
+  ASSERT_EQ(t.wait_for(10s), std::future_status::ready);
+  const auto [left_after, ec] = t.get();
+  EXPECT_EQ(left_after, 0ms) << "no longer trusted once Redis let it go";
+  EXPECT_EQ(ec, errc::lease_lost);
 }
 
 // A grant that cannot be trusted when it arrives (here the releaser's window is shorter than

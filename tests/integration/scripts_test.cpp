@@ -506,7 +506,7 @@ class listener {
 // Grants (config::grants): a release gives the lock straight to the queue's head when its entry
 // takes grants fenced as the releaser fences and its client hears the message: the head's owner
 // field (count 1), the marker with the grant's token, the hand-off window as its expiry, a token
-// from the counter, and `=<ticket> <token> <ms> <sent>` on its client's channel. To everyone
+// from the counter, and `=<ticket> <token> <ms> <sent> <window>` on its client's channel. To everyone
 // else, Redisson too, the lock is held. The head's confirmation sets its lease and ends the
 // marker; nobody else's confirms it.
 class grant_scripts : public lock_scripts {

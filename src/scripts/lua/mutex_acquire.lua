@@ -95,7 +95,7 @@ if busy then
   elseif marks[2] then
     -- Granted, not yet confirmed: its expiry is the window, not the grantee's lease — a
     -- waiter that slept until then would only find the lock held again. Woken by the next
-    -- unlock instead (the next in line stands by, in case the grantee never comes).
+    -- unlock instead (or its re-check, in case the grantee never comes).
     kept = true
   end
 end
