@@ -14,6 +14,7 @@
 #include "dlock/mutex.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
+#include "queued_waiter.hpp"
 #include "test_util.hpp"
 
 using namespace std::chrono_literals;
@@ -89,10 +90,9 @@ TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_t
     mb.unlock();
     return token;
   });
-  // Wait until b's waiter is queued, then unlock: it must be named and woken by the message
+  // Wait until b's waiter is queued and listening, then unlock: it must be granted the lock by the message
   // (its re-check is 20 s away; the test's time limit is far below that).
-  const auto queue = dlock::keys::waiter_queue(name);
-  ASSERT_TRUE(dlock::test::wait_until([&] { return a.execute({"ZCARD", queue}).integer() == 1; }, 5s));
+  ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
   const auto first = ma.fencing_token();
   ma.unlock();
   ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);

@@ -23,6 +23,7 @@
 #include "runtime/client_impl.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_server.hpp"
+#include "queued_waiter.hpp"
 #include "test_util.hpp"
 
 using namespace std::chrono_literals;
@@ -32,6 +33,7 @@ using steady = std::chrono::steady_clock;
 namespace {
 
 using dlock::test::config_for;
+using dlock::test::await_queued_waiter;
 using dlock::test::numsub;
 
 
@@ -479,19 +481,6 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
   const auto waited = next.returned.load() - released;
   EXPECT_GE(waited, 90ms) << "not before the ghost's hand-off ended";
   EXPECT_LT(waited, 1s) << "at the window's end, not at the 20 s re-check";
-}
-
-// Waits until `c`'s one waiter on `name` is registered, its client's channel subscribed and its
-// ticket in the lock's queue: an unlock now grants the lock to it (or keeps it for it).
-// (The lock's channel too, and a moment for the re-check that its confirmation sends: an
-// attempt that ran after the grant would take it as its own.)
-void await_queued_waiter(dlock::test::redis_server& srv, dlock::client& c, const std::string& name) {
-  ASSERT_TRUE(dlock::test::wait_until([&] { return c.impl().waiters().channels() == 1; }, 5s));
-  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, dlock::keys::waiter_channel(c.impl().id())) == 1; }, 5s));
-  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, dlock::keys::lock_channel(name)) == 1; }, 5s));
-  ASSERT_TRUE(dlock::test::wait_until(
-      [&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":1"; }, 5s));
-  std::this_thread::sleep_for(50ms);
 }
 
 // Grants (config::grants, on by default): the unlock gives the lock to the waiter it names, which
