@@ -55,6 +55,7 @@ class connection final : public link {
   void fill_write(std::string& out) override;
   void on_idle() override;
   void on_stopped() override;
+  bool fences_old_connections() const override { return true; }
 
   void flush();
   static constexpr std::size_t early_write_batch = 8;

@@ -165,15 +165,49 @@ std::size_t append_handshake(std::string& out, const config& cfg, std::string_vi
   return n;
 }
 
-// AUTH, SELECT and CLIENT SETNAME go out in one write; user traffic waits for their replies.
+std::optional<client_identity> parse_client_info(const reply& r) {
+  if (!r.is_string()) return std::nullopt;
+  const std::string_view text = r.str();
+  auto field = [&](std::string_view key) -> std::string {
+    for (std::size_t at = 0; at < text.size();) {
+      const auto end = std::min(text.find_first_of(" \r\n", at), text.size());
+      const auto word = text.substr(at, end - at);
+      if (word.size() > key.size() && word.substr(0, key.size()) == key && word[key.size()] == '=') {
+        return std::string{word.substr(key.size() + 1)};
+      }
+      at = end + 1;
+    }
+    return {};
+  };
+  client_identity who{field("id"), field("addr"), field("laddr")};
+  if (who.id.empty() || who.addr.empty() || who.laddr.empty() ||
+      who.id.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return who;
+}
+
+// AUTH, SELECT and CLIENT SETNAME go out in one write — with the fence of the connection before
+// and CLIENT INFO, where this link fences; user traffic waits for their replies.
 void link::send_handshake() {
   state_ = state::handshaking;
   std::string& out = *wbuf_;
   out.clear();
-  handshake_left_ = append_handshake(out, cfg_, cfg_.client_name);
-  if (handshake_left_ == 0) {  // still prove the server answers before calling it ready
+  handshake_.assign(append_handshake(out, cfg_, cfg_.client_name), handshake_reply::required);
+  handshake_at_ = 0;
+  identity_.reset();
+  if (fences_old_connections()) {
+    if (fence_) {
+      resp::append_command(out, {"CLIENT", "KILL", "ID", fence_->id, "ADDR", fence_->addr, "LADDR",
+                                 fence_->laddr, "SKIPME", "yes"});
+      handshake_.push_back(handshake_reply::fence);
+    }
+    resp::append_command(out, {"CLIENT", "INFO"});
+    handshake_.push_back(handshake_reply::identify);
+  }
+  if (handshake_.empty()) {  // still prove the server answers before calling it ready
     resp::append_command(out, {"PING"});
-    ++handshake_left_;
+    handshake_.push_back(handshake_reply::required);
   }
   writing_ = true;
   const auto gen = gen_;
@@ -188,7 +222,15 @@ void link::send_handshake() {
 }
 
 void link::on_handshake_reply(const reply& r) {
-  if (r.is_error()) {
+  const auto kind = handshake_at_ < handshake_.size() ? handshake_[handshake_at_] : handshake_reply::required;
+  ++handshake_at_;
+  if (kind == handshake_reply::fence) {
+    // Killed, gone already ("No such client"), or refused (no right; an older server): either
+    // way nothing more can be done for it.
+    fence_.reset();
+  } else if (kind == handshake_reply::identify) {
+    identity_ = parse_client_info(r);
+  } else if (r.is_error()) {
     auto code = classify_error_reply(r.str());
     // An AUTH refusal that is not WRONGPASS (e.g. "ERR AUTH <password> called without any
     // password configured") is still an authentication failure to the user.
@@ -197,7 +239,7 @@ void link::on_handshake_reply(const reply& r) {
     }
     return drop(code);
   }
-  if (--handshake_left_ > 0) return;
+  if (handshake_at_ < handshake_.size()) return;
   state_ = state::ready;
   connect_timer_.cancel();
   backoff_.reset();
@@ -279,6 +321,9 @@ void link::arm_health_check() {
 
 void link::drop(std::error_code why) {
   if (state_ == state::stopped) return;
+  // A connection that carried requests may still deliver some: the next one fences it.
+  if (state_ == state::ready && identity_) fence_ = std::move(identity_);
+  identity_.reset();
   ++gen_;
   close_stream();
   state_ = state::idle;

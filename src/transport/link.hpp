@@ -2,6 +2,18 @@
 // AUTH / SELECT / CLIENT SETNAME, reading replies, writing what the owner has queued, an idle
 // health check, and reconnecting with jittered backoff after any failure.
 //
+// Fencing (a link whose fences_old_connections() is true: the command connection): requests a
+// broken connection left without a reply may still reach the server later — held in a network
+// that heals, retransmitted after the client gave up on the connection — and run after what the
+// client sent since on its next connection: a release that deletes this owner's newer hold, an
+// acquire that takes the lock again after its resend was released. So every connection learns
+// who it is to the server (CLIENT INFO: id, addr, laddr) in its handshake, and the next one's
+// handshake kills the one before (CLIENT KILL ID .. ADDR .. LADDR ..: all three must match, so
+// a restarted or another server never loses a client of its own) before any request goes out on
+// it: what the old connection delivered ran before, what it had not yet delivered never runs.
+// A server that refuses either command (an ACL user without the right, a server before 6.2)
+// leaves the connection unfenced, as before; the handshake goes on.
+//
 // What flows over the connection is decided by the derived class (the pipelined command
 // connection, or the pub/sub subscriber) through the hooks below. Every hook and every member
 // runs on the link's strand. A link lives in a shared_ptr: pending operations keep it alive.
@@ -30,6 +42,16 @@ namespace dlock::transport {
 // Appends a new connection's handshake for `cfg` — AUTH, SELECT, CLIENT SETNAME `client_name`,
 // each only if needed — and returns how many replies it asks for.
 std::size_t append_handshake(std::string& out, const config& cfg, std::string_view client_name);
+
+// A connection as the server knows it: CLIENT INFO's id, addr (the client's address as the
+// server sees it) and laddr (the server's address the client connected to).
+struct client_identity {
+  std::string id, addr, laddr;
+};
+// CLIENT INFO's reply ("id=7 addr=127.0.0.1:50310 laddr=127.0.0.1:6379 fd=8 ...") as an
+// identity; nullopt when it is not a string or lacks one of the three (an error reply, a server
+// before 6.2).
+std::optional<client_identity> parse_client_info(const reply& r);
 
 class link : public std::enable_shared_from_this<link> {
  public:
@@ -67,6 +89,8 @@ class link : public std::enable_shared_from_this<link> {
   virtual void fill_write(std::string& out) = 0;        // append the bytes to send now
   virtual void on_idle() = 0;                           // nothing heard for health_check_interval
   virtual void on_stopped() = 0;                        // stop() took effect
+  // Whether a new connection fences the one before (above).
+  virtual bool fences_old_connections() const { return false; }
 
   // Writes what fill_write() gives, now or when the current write finishes.
   void want_write();
@@ -82,6 +106,10 @@ class link : public std::enable_shared_from_this<link> {
  private:
   enum class state { idle, connecting, handshaking, ready, stopped };
   struct stream;
+  // The replies a handshake waits for, in order: most must succeed; a fence's and an
+  // identification's may fail (above).
+  enum class handshake_reply : std::uint8_t { required, fence, identify };
+  using identity = client_identity;
 
   void connect();
   void on_connected(std::uint64_t gen);
@@ -106,7 +134,10 @@ class link : public std::enable_shared_from_this<link> {
   state state_ = state::idle;
   bool writing_ = false;
   std::uint64_t gen_ = 0;  // bumped on every drop: completions of older connections are ignored
-  std::size_t handshake_left_ = 0;
+  std::vector<handshake_reply> handshake_;  // the replies the handshake still waits for
+  std::size_t handshake_at_ = 0;
+  std::optional<identity> identity_;  // the connection up (or coming up) now, once known
+  std::optional<identity> fence_;     // an earlier connection that may still deliver requests
   clock::time_point last_heard_{};
   std::error_code last_error_;
   std::atomic<std::uint64_t> connects_{0};

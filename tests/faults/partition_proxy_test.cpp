@@ -108,6 +108,28 @@ TEST(tcp_proxy, paused_bytes_of_a_closed_client_still_arrive_on_resume) {
       << "open " << proxy.connections() << ", held " << proxy.bytes_held();
 }
 
+TEST(tcp_proxy, freeze_holds_the_connections_open_now_and_lets_new_ones_pass) {
+  dlock::test::redis_server srv;
+  tcp_proxy proxy{srv.port()};
+  {
+    raw_client old{proxy.port()};
+    // Accepted by the proxy (connect() returns once the kernel has it): freeze() sees it.
+    ASSERT_TRUE(wait_until([&] { return proxy.connections() == 1; }, 2s));
+    proxy.freeze(direction::client_to_server);
+    old.send("SET late old\r\n");
+    ASSERT_TRUE(wait_until([&] { return proxy.bytes_held() > 0; }, 2s));
+  }  // its client gives up on it: the bytes and the end of stream wait in the proxy
+  raw_client next{proxy.port()};
+  next.send("SET late new\r\n");
+  EXPECT_EQ(next.read_exact(5, 2s), "+OK\r\n") << "a connection accepted after the freeze passes";
+  EXPECT_EQ(srv.command({"GET", "late"}), "new");
+  proxy.thaw();
+  EXPECT_TRUE(wait_until([&] { return srv.command({"GET", "late"}) == "old"; }, 2s))
+      << "thawed, the old connection's request arrives after the new one's";
+  EXPECT_TRUE(wait_until([&] { return proxy.connections() == 1; }, 2s));
+  EXPECT_EQ(proxy.bytes_held(), 0u);
+}
+
 TEST(tcp_proxy, delay_delivers_each_chunk_at_least_that_late_in_order) {
   dlock::test::redis_server srv;
   tcp_proxy proxy{srv.port()};

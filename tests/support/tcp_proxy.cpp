@@ -93,6 +93,7 @@ struct flow {
   std::size_t held = 0;  // bytes in queue not yet written
   bool eof = false;      // the source ended: deliver an end of stream after the queue
   bool done = false;     // the end of stream was delivered, or the destination is gone
+  bool frozen = false;   // freeze(): held whatever the mode, until thaw() or pass()
 };
 
 struct connection {
@@ -184,7 +185,7 @@ struct tcp_proxy::impl {
 
   // The front chunk may be written now.
   bool front_due(const flow& f, std::size_t i, clock::time_point now) const {
-    return modes[i] == mode::pass && !f.done && !f.queue.empty() &&
+    return modes[i] == mode::pass && !f.frozen && !f.done && !f.queue.empty() &&
            f.queue.front().due <= now;
   }
 
@@ -226,7 +227,7 @@ struct tcp_proxy::impl {
       c.offset += size;
       if (c.offset == c.data.size()) f.queue.pop_front();
     }
-    if (f.eof && !f.done && f.queue.empty() && modes[d] == mode::pass) {
+    if (f.eof && !f.done && !f.frozen && f.queue.empty() && modes[d] == mode::pass) {
       ::shutdown(f.to, SHUT_WR);
       f.done = true;
     }
@@ -248,7 +249,7 @@ struct tcp_proxy::impl {
     for (auto& c : conns) {
       for (std::size_t i = 0; i < 2; ++i) {
         const flow& f = i == 0 ? c.up : c.down;
-        if (modes[i] != mode::pass || f.done || f.queue.empty()) continue;
+        if (modes[i] != mode::pass || f.frozen || f.done || f.queue.empty()) continue;
         auto due = f.queue.front().due;
         if (due > now && (!next || due < *next)) next = due;
       }
@@ -366,9 +367,22 @@ void tcp_proxy::pass() {
     m.delays = {};
     for (auto& c : m.conns) {
       for (auto* f : {&c.up, &c.down}) {
+        f->frozen = false;
         for (auto& ch : f->queue) ch.due = std::min(ch.due, now);
       }
     }
+  });
+}
+
+void tcp_proxy::freeze(direction d) {
+  impl_->control([&m = *impl_, d] {
+    for (auto& c : m.conns) impl::each(d, [&](std::size_t i) { (i == 0 ? c.up : c.down).frozen = true; });
+  });
+}
+
+void tcp_proxy::thaw() {
+  impl_->control([&m = *impl_] {
+    for (auto& c : m.conns) c.up.frozen = c.down.frozen = false;
   });
 }
 

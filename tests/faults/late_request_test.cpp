@@ -1,0 +1,124 @@
+// Requests that a broken connection delivers late — after the client gave up on it, reconnected
+// and went on — through the proxy's freeze (support/tcp_proxy): the connection open at the freeze
+// keeps its bytes, the next one passes; the thaw delivers the old bytes after everything the
+// client sent since, as a network that heals would. The command connection's next handshake
+// kills the old connection (transport/link.hpp, "Fencing"), so what it had not delivered never
+// runs: a late release cannot free this owner's newer hold (two holders), nor a late acquire take
+// the lock again after its resend was released (a lock held by nobody until its lease ends).
+//
+// The holder's calls all go over the command connection (caller_io=off: the caller's channel has
+// its own fence, caller_io_test.cpp); command and connect timeouts 300 ms, watchdog lease 900 ms.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+
+#include "../integration/test_util.hpp"
+#include "dlock/mutex.hpp"
+#include "partition_util.hpp"
+#include "runtime/client_impl.hpp"
+#include "support/redis_server.hpp"
+#include "support/tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::direction;
+using dlock::test::wait_until;
+
+namespace {
+
+const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=300ms&caller_io=off";
+
+// A server, the holder's client through the proxy, an observer connected directly.
+struct late_lab {
+  dlock::test::redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  dlock::client holder{dlock::test::config_through(proxy, holder_params)};
+  dlock::client observer{dlock::test::config_for(srv)};
+  std::string name = dlock::test::unique_name("late");
+  dlock::mutex h{holder, name};
+
+  std::uint64_t held() const { return proxy.bytes_held(direction::client_to_server); }
+  long long exists() { return observer.execute({"EXISTS", name}).integer(); }
+  // Thaws the proxy and waits until it holds nothing more: the late bytes were written towards
+  // the server (which runs them, or resets their connection if it killed it).
+  void thaw_and_settle() {
+    proxy.thaw();
+    EXPECT_TRUE(wait_until([&] { return held() == 0; }, 2s));
+    std::this_thread::sleep_for(100ms);  // whatever reached the server has run
+  }
+};
+
+TEST(late_request, a_release_left_on_an_abandoned_connection_never_frees_a_newer_hold) {
+  late_lab lab;
+  lab.h.lock();
+  lab.proxy.freeze(direction::client_to_server);
+  const auto t0 = dlock::test::steady::now();
+  std::error_code ec;
+  lab.h.unlock(ec);  // held in the proxy; after the command timeout: a new connection, the resend
+  const auto released = dlock::test::steady::now();
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(lab.exists(), 0) << "the resend released it";
+  const auto late_bytes = lab.held();
+  ASSERT_GT(late_bytes, 0u) << "the first release still waits in the proxy";
+
+  lab.h.lock();  // the same owner field, a new hold
+  const auto ours = lab.observer.execute({"HGETALL", lab.name});
+  lab.thaw_and_settle();
+  EXPECT_EQ(lab.observer.execute({"HGETALL", lab.name}), ours) << "the late release ran on the newer hold";
+  EXPECT_GT(lab.observer.execute({"PTTL", lab.name}).integer(), 0);
+  EXPECT_TRUE(lab.h.is_held_by_current_thread());
+  lab.h.unlock(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(lab.exists(), 0);
+  dlock::test::report("release held in the proxy: unlock returned after " +
+         std::to_string(dlock::test::ms_between(t0, released)) +
+         " ms (resent on a new connection); " + std::to_string(late_bytes) +
+         " late bytes delivered at the thaw (their connection killed before); the newer hold kept");
+}
+
+TEST(late_request, an_acquire_left_on_an_abandoned_connection_never_takes_the_lock_again) {
+  late_lab lab;
+  lab.holder.ping();  // connected before the freeze: the acquire goes out on this connection
+  lab.proxy.freeze(direction::client_to_server);
+  std::error_code ec;
+  ASSERT_TRUE(lab.h.try_lock_for(5s, ec)) << ec.message();  // the resend, on a new connection
+  ASSERT_GT(lab.held(), 0u) << "the first acquire still waits in the proxy";
+  lab.h.unlock(ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_EQ(lab.exists(), 0);
+
+  lab.thaw_and_settle();
+  EXPECT_EQ(lab.exists(), 0) << "the late acquire took the lock for nobody";
+  dlock::mutex o{lab.observer, lab.name};
+  EXPECT_TRUE(o.try_lock(ec)) << "free for the next owner at once";
+  o.unlock();
+}
+
+// An ACL user refused CLIENT INFO and CLIENT KILL (e.g. without @admin) connects and reconnects
+// as before: the refusals leave its connections unfenced, they do not fail the handshake.
+TEST(late_request, a_user_refused_the_fence_still_connects_and_reconnects) {
+  auto o = dlock::test::redis_server_options::with_app_user("pw", "~* &* +@all -client|kill -client|info");
+  dlock::test::redis_server srv{o};
+  dlock::test::tcp_proxy proxy{srv.port()};
+  auto cfg = dlock::test::config_through(proxy, holder_params);
+  cfg.username = "app";
+  cfg.password = "pw";
+  dlock::client app{cfg};
+  dlock::mutex m{app, dlock::test::unique_name("late")};
+  std::error_code ec;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    m.lock(ec);
+    ASSERT_FALSE(ec) << ec.message();
+    m.unlock(ec);
+    ASSERT_FALSE(ec) << ec.message();
+    const auto before = app.impl().connection().connects();
+    proxy.reset_all();
+    ASSERT_TRUE(wait_until([&] { return app.impl().connection().connects() > before; }, 5s))
+        << "reconnected past the refused commands";
+  }
+  const auto denied = srv.command({"ACL", "LOG"});
+  EXPECT_NE(denied.find("client|info"), std::string::npos) << "asked, and refused";
+}
+
+}  // namespace
