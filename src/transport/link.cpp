@@ -225,8 +225,13 @@ void link::on_handshake_reply(const reply& r) {
   const auto kind = handshake_at_ < handshake_.size() ? handshake_[handshake_at_] : handshake_reply::required;
   ++handshake_at_;
   if (kind == handshake_reply::fence) {
-    // Killed, gone already ("No such client"), or refused (no right; an older server): either
-    // way nothing more can be done for it.
+    // A transient refusal (BUSY with a script running, LOADING): the old connection may still
+    // deliver once it passes, so try again on a new connection — nothing has gone out on this one.
+    if (r.is_error()) {
+      if (const auto code = classify_error_reply(r.str()); is_retryable(code)) return drop(code);
+    }
+    // Killed, gone already ("No such client"), or refused for good (no right; an older server):
+    // nothing more can be done for it.
     fence_.reset();
   } else if (kind == handshake_reply::identify) {
     identity_ = parse_client_info(r);

@@ -10,6 +10,7 @@
 // its own fence, caller_io_test.cpp); command and connect timeouts 300 ms, watchdog lease 900 ms.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
 #include <thread>
 
@@ -119,6 +120,45 @@ TEST(late_request, a_user_refused_the_fence_still_connects_and_reconnects) {
   }
   const auto denied = srv.command({"ACL", "LOG"});
   EXPECT_NE(denied.find("client|info"), std::string::npos) << "asked, and refused";
+}
+
+// Calls of CLIENT KILL the server ran (INFO commandstats; refused calls are not counted).
+long kill_calls(const dlock::test::redis_server& srv) {
+  const auto stats = srv.command({"INFO", "commandstats"});
+  const std::string key = "cmdstat_client|kill:calls=";
+  const auto at = stats.find(key);
+  return at == std::string::npos ? 0 : std::stol(stats.substr(at + key.size()));
+}
+
+// While a script runs past busy-reply-threshold, Redis answers BUSY: a fence refused so is sent
+// again on the next connection (the old one may deliver once the script ends), not given up.
+TEST(late_request, a_fence_refused_while_a_script_runs_is_sent_again_on_the_next_connection) {
+  dlock::test::redis_server srv;
+  srv.command({"CONFIG", "SET", "busy-reply-threshold", "100"});
+  dlock::test::tcp_proxy proxy{srv.port()};
+  auto cfg = dlock::test::config_through(proxy, holder_params);
+  cfg.client_name.clear();  // else CLIENT SETNAME, first in the handshake, is refused first
+  dlock::client holder{cfg};
+  holder.ping();  // connected: its identity is known
+  ASSERT_EQ(kill_calls(srv), 0);
+  auto busy = std::async(std::launch::async, [&] {
+    return srv.command({"EVAL",
+                        "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
+                        "while true do local n = redis.call('TIME') "
+                        "if n[1] * 1000000 + n[2] - s > 1200000 then return 1 end end",
+                        "0"});
+  });
+  std::this_thread::sleep_for(300ms);  // past the threshold: others get BUSY now
+  const auto before = holder.impl().connection().connects();
+  proxy.reset_all();
+  ASSERT_EQ(busy.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(busy.get(), ":1");
+  EXPECT_EQ(kill_calls(srv), 0) << "none ran while the script did";
+  ASSERT_TRUE(wait_until([&] { return holder.impl().connection().connects() > before; }, 5s));
+  EXPECT_EQ(kill_calls(srv), 1) << "the fence ran once the script had ended, before the connection came up";
+  std::error_code ec;
+  holder.ping(ec);
+  EXPECT_FALSE(ec) << ec.message();
 }
 
 }  // namespace
