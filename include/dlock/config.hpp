@@ -69,6 +69,9 @@ enum class warning {
                     // default): waiters fall back to re-checks every config::wait_recheck
   evicting_policy,  // maxmemory-policy may evict lock keys (they have a TTL): a held lock could
                     // vanish and be taken by another owner. Use noeviction.
+  unfenced,         // CLIENT INFO or CLIENT KILL refused (an ACL user without the rights, a
+                    // server before 6.2): a request a broken connection delivers late may run
+                    // after the client's resend (docs/safety.md). Grant client|info, client|kill.
 };
 
 struct config {

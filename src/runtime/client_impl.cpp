@@ -79,6 +79,11 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     // After a reconnect the server may have restarted (without persistence) or failed over:
     // ask at once whether the holds are still there rather than at the next renewal.
     conn_->on_reconnect([this] { watchdog_->check_all(); });
+    conn_->when_unfenced([this](const std::string& why) {
+      warn(warning::unfenced,
+           why + ": a request a broken connection delivers late may run after its resend "
+                 "(docs/safety.md); grant the user client|info and client|kill");
+    });
     conn_->start();
     sub_->start();
     check_eviction_policy();

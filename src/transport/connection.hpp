@@ -45,6 +45,10 @@ class connection final : public link {
   // start()): the server may have restarted or failed over meanwhile.
   void on_reconnect(std::function<void()> fn) { on_reconnect_ = std::move(fn); }
 
+  // Runs on the strand when the server refuses the fence of old connections for good
+  // (link.hpp, "Fencing"; set before start()).
+  void when_unfenced(std::function<void(const std::string&)> fn) { on_unfenced_ = std::move(fn); }
+
   // Requests queued or in flight (strand only; for tests and metrics).
   std::size_t pending() const noexcept { return pipe_.queued() + pipe_.in_flight(); }
 
@@ -56,6 +60,9 @@ class connection final : public link {
   void on_idle() override;
   void on_stopped() override;
   bool fences_old_connections() const override { return true; }
+  void on_unfenced(const std::string& why) override {
+    if (on_unfenced_) on_unfenced_(why);
+  }
 
   void flush();
   static constexpr std::size_t early_write_batch = 8;
@@ -84,6 +91,7 @@ class connection final : public link {
   clock::time_point armed_for_ = clock::time_point::max();
   std::uint64_t generation_ = 0;
   std::function<void()> on_reconnect_;
+  std::function<void(const std::string&)> on_unfenced_;
 };
 
 }  // namespace dlock::transport

@@ -4,6 +4,7 @@
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
+#include <algorithm>
 #include <random>
 
 #include "dlock/error.hpp"
@@ -205,7 +206,8 @@ void link::send_handshake() {
     resp::append_command(out, {"CLIENT", "INFO"});
     handshake_.push_back(handshake_reply::identify);
   }
-  if (handshake_.empty()) {  // still prove the server answers before calling it ready
+  if (std::find(handshake_.begin(), handshake_.end(), handshake_reply::required) == handshake_.end()) {
+    // Still prove the server answers (and takes our commands: NOAUTH) before calling it ready.
     resp::append_command(out, {"PING"});
     handshake_.push_back(handshake_reply::required);
   }
@@ -224,17 +226,23 @@ void link::send_handshake() {
 void link::on_handshake_reply(const reply& r) {
   const auto kind = handshake_at_ < handshake_.size() ? handshake_[handshake_at_] : handshake_reply::required;
   ++handshake_at_;
-  if (kind == handshake_reply::fence) {
-    // A transient refusal (BUSY with a script running, LOADING): the old connection may still
-    // deliver once it passes, so try again on a new connection — nothing has gone out on this one.
-    if (r.is_error()) {
-      if (const auto code = classify_error_reply(r.str()); is_retryable(code)) return drop(code);
+  if (kind != handshake_reply::required && r.is_error()) {
+    const auto code = classify_error_reply(r.str());
+    // Transient (BUSY with a script running, LOADING): the old connection may still deliver
+    // once it passes, so try again on a new connection — nothing has gone out on this one.
+    if (is_retryable(code)) return drop(code);
+    // For good (no right; an unknown subcommand before 6.2): nothing more can be done. Anything
+    // else (NOAUTH) keeps the fence: the reply that must succeed fails the handshake.
+    if (code == errc::no_permission || code == errc::server_error) {
+      if (kind == handshake_reply::fence) fence_.reset();
+      on_unfenced(std::string{kind == handshake_reply::fence ? "CLIENT KILL" : "CLIENT INFO"} +
+                  " refused: " + r.str());
     }
-    // Killed, gone already ("No such client"), or refused for good (no right; an older server):
-    // nothing more can be done for it.
-    fence_.reset();
+  } else if (kind == handshake_reply::fence) {
+    fence_.reset();  // killed (:1), or gone already (:0)
   } else if (kind == handshake_reply::identify) {
     identity_ = parse_client_info(r);
+    if (!identity_) on_unfenced("CLIENT INFO answered without id, addr and laddr");
   } else if (r.is_error()) {
     auto code = classify_error_reply(r.str());
     // An AUTH refusal that is not WRONGPASS (e.g. "ERR AUTH <password> called without any

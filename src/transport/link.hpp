@@ -8,11 +8,15 @@
 // client sent since on its next connection: a release that deletes this owner's newer hold, an
 // acquire that takes the lock again after its resend was released. So every connection learns
 // who it is to the server (CLIENT INFO: id, addr, laddr) in its handshake, and the next one's
-// handshake kills the one before (CLIENT KILL ID .. ADDR .. LADDR ..: all three must match, so
-// a restarted or another server never loses a client of its own) before any request goes out on
-// it: what the old connection delivered ran before, what it had not yet delivered never runs.
-// A server that refuses either command (an ACL user without the right, a server before 6.2)
-// leaves the connection unfenced, as before; the handshake goes on.
+// handshake kills the one before (CLIENT KILL ID .. ADDR .. LADDR .. SKIPME yes: all must match,
+// so another client is practically never hit — ids restart only with the server, and then the
+// same address pair must come back too) before any request goes out on it: what the old
+// connection delivered ran before, what it had not yet delivered never runs — on that server.
+// A transient refusal of either (BUSY while a script runs, LOADING) drops the new connection
+// before anything went out on it and keeps the fence for the next one. A refusal for good (an
+// ACL user without the right, a server before 6.2) leaves the connection unfenced, as before:
+// on_unfenced() says so, and the handshake goes on. The handshake always ends with a reply that
+// must succeed (PING if nothing else), so NOAUTH and the like still fail it.
 //
 // What flows over the connection is decided by the derived class (the pipelined command
 // connection, or the pub/sub subscriber) through the hooks below. Every hook and every member
@@ -89,8 +93,10 @@ class link : public std::enable_shared_from_this<link> {
   virtual void fill_write(std::string& out) = 0;        // append the bytes to send now
   virtual void on_idle() = 0;                           // nothing heard for health_check_interval
   virtual void on_stopped() = 0;                        // stop() took effect
-  // Whether a new connection fences the one before (above).
+  // Whether a new connection fences the one before (above), and what to do when the server
+  // refuses it for good (`why`: the command and its error reply).
   virtual bool fences_old_connections() const { return false; }
+  virtual void on_unfenced(const std::string& why) { (void)why; }
 
   // Writes what fill_write() gives, now or when the current write finishes.
   void want_write();
