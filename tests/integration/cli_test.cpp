@@ -363,7 +363,7 @@ TEST(cli, exec_exits_127_for_a_missing_command_and_126_for_one_not_executable) {
   dlock::test::temp_dir dir;
   const auto name = dlock::test::unique_name("cli-notfound");
   for (const auto* cmd : {"dlock-test-no-such-command", "/nonexistent/dlock-test-cmd"}) {
-    const auto r = run_dlock({"--url", srv.url(), "exec", name, "--", cmd, "arg"});
+    const auto r = run_dlock({"--url", srv.url(), "-v", "exec", name, "--", cmd, "arg"});
     EXPECT_EQ(r.code, std::optional<int>{127}) << cmd << ": " << describe(r);
     EXPECT_NE(r.err.find(cmd), std::string::npos) << "names the command: " << r.err;
     EXPECT_EQ(exists(srv, name), ":0") << "released";
@@ -777,7 +777,8 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
   // Held by a dlock exec, with one more waiting.
   const std::string cmd = "echo ready $DLOCK_FENCING_TOKEN; exec sleep 30";
   const auto before_ms = unix_ms_now();
-  dlock_process holder{{"--url", srv.url(), "exec", name, "--", sh, "-c", cmd}};
+  // -v: its progress on stderr, in the diagnostics should it not become ready.
+  dlock_process holder{{"--url", srv.url(), "-v", "exec", name, "--", sh, "-c", cmd}};
   const auto ready = holder->read_line(10s);
   ASSERT_TRUE(ready && ready->rfind("ready ", 0) == 0) << holder->diagnostics();
   const auto token = ready->substr(6);
