@@ -14,8 +14,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <stop_token>
 #include <thread>
+#include <vector>
 
 #include <asio/use_future.hpp>
 
@@ -62,7 +65,32 @@ std::string join(const std::vector<std::string>& v) {
 
 // Starts the command with the default signal mask and the lock's details in its environment.
 // Returns its pid, or -errno when it could not be executed.
+// This process has the client's threads: a forked child may only call async-signal-safe
+// functions until it execs. One that allocates (setenv, std::to_string, building argv, as this
+// did) deadlocks for good if another thread held an allocator lock at the fork — seen under
+// ASan: `dlock exec` hung before its command ran, with the lock held and renewed. So everything
+// the child needs is built here, before the fork; the child sets its signal mask and calls
+// execvpe (PATH search and the shell fallback for a script without #!, as execvp; glibc's
+// builds its paths on the stack), and reports a failure through the pipe.
 pid_t start_command(const exec_options& o, std::uint64_t token) {
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry{*e};
+    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=")) continue;
+    env_text.emplace_back(entry);
+  }
+  env_text.push_back("DLOCK_NAME=" + o.name);
+  env_text.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token));
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args{o.command.begin(), o.command.end()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
   const pid_t pid = fork();
@@ -72,16 +100,9 @@ pid_t start_command(const exec_options& o, std::uint64_t token) {
     close(fds[1]);
     return -e;
   }
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
+  if (pid == 0) {  // async-signal-safe calls only, up to the exec
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    setenv("DLOCK_NAME", o.name.c_str(), 1);
-    setenv("DLOCK_FENCING_TOKEN", std::to_string(token).c_str(), 1);
-    std::vector<char*> argv;
-    for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), envp.data());
     const int e = errno;
     [[maybe_unused]] auto n = write(fds[1], &e, sizeof e);
     _exit(127);
