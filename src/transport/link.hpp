@@ -115,7 +115,6 @@ class link : public std::enable_shared_from_this<link> {
   // The replies a handshake waits for, in order: most must succeed; a fence's and an
   // identification's may fail (above).
   enum class handshake_reply : std::uint8_t { required, fence, identify };
-  using identity = client_identity;
 
   void connect();
   void on_connected(std::uint64_t gen);
@@ -140,10 +139,10 @@ class link : public std::enable_shared_from_this<link> {
   state state_ = state::idle;
   bool writing_ = false;
   std::uint64_t gen_ = 0;  // bumped on every drop: completions of older connections are ignored
-  std::vector<handshake_reply> handshake_;  // the replies the handshake still waits for
-  std::size_t handshake_at_ = 0;
-  std::optional<identity> identity_;  // the connection up (or coming up) now, once known
-  std::optional<identity> fence_;     // an earlier connection that may still deliver requests
+  std::vector<handshake_reply> handshake_;  // the replies the handshake asked for, in order
+  std::size_t handshake_at_ = 0;            // the next one to come
+  std::optional<client_identity> identity_;  // the connection up (or coming up) now, once known
+  std::optional<client_identity> fence_;     // an earlier connection that may still deliver requests
   clock::time_point last_heard_{};
   std::error_code last_error_;
   std::atomic<std::uint64_t> connects_{0};

@@ -143,15 +143,6 @@ TEST_P(late_request_rights, a_user_refused_the_fence_still_connects_and_reconnec
       << got[0].second;
 }
 
-// CLIENT KILL in INFO commandstats: `field` "calls" (run) or "rejected_calls" (refused).
-long kill_stat(const dlock::test::redis_server& srv, const std::string& field) {
-  const auto stats = srv.command({"INFO", "commandstats"});
-  const auto line = stats.find("cmdstat_client|kill:");
-  if (line == std::string::npos) return 0;
-  const auto at = stats.find(field + "=", line);
-  return at == std::string::npos ? 0 : std::stol(stats.substr(at + field.size() + 1));
-}
-
 // While a script runs past busy-reply-threshold, Redis answers BUSY: a fence refused so is sent
 // again on the next connection (the old one may deliver once the script ends), not given up.
 TEST(late_request, a_fence_refused_while_a_script_runs_is_sent_again_on_the_next_connection) {
@@ -162,7 +153,7 @@ TEST(late_request, a_fence_refused_while_a_script_runs_is_sent_again_on_the_next
   cfg.client_name.clear();  // else CLIENT SETNAME, first in the handshake, is refused first
   dlock::client holder{cfg};
   holder.ping();  // connected: its identity is known
-  ASSERT_EQ(kill_stat(srv, "calls"), 0);
+  ASSERT_EQ(dlock::test::command_stat(srv, "client|kill"), 0);
   auto busy = std::async(std::launch::async, [&] {
     return srv.command({"EVAL",
                         "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] "
@@ -176,8 +167,8 @@ TEST(late_request, a_fence_refused_while_a_script_runs_is_sent_again_on_the_next
   ASSERT_EQ(busy.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(busy.get(), ":1");
   ASSERT_TRUE(wait_until([&] { return holder.impl().connection().connects() > before; }, 5s));
-  EXPECT_GE(kill_stat(srv, "rejected_calls"), 1) << "refused (BUSY) while the script ran";
-  EXPECT_EQ(kill_stat(srv, "calls"), 1) << "then sent again, and run before the connection came up";
+  EXPECT_GE(dlock::test::command_stat(srv, "client|kill", "rejected_calls"), 1) << "refused (BUSY) while the script ran";
+  EXPECT_EQ(dlock::test::command_stat(srv, "client|kill"), 1) << "then sent again, and run before the connection came up";
   std::error_code ec;
   holder.ping(ec);
   EXPECT_FALSE(ec) << ec.message();

@@ -75,11 +75,6 @@ std::optional<steady::time_point> trusted_until(dlock::client& c,
   return f.get();
 }
 
-long long evalsha_calls(const dlock::test::redis_server& srv) {
-  const auto text = srv.command({"INFO", "commandstats"});
-  const auto at = text.find("cmdstat_evalsha:calls=");
-  return at == std::string::npos ? 0 : std::stoll(text.substr(at + 22));
-}
 
 // A lease-owned acquisition by the competitor, completed on its I/O thread, with its time.
 struct competitor_result {
@@ -197,14 +192,14 @@ TEST(partition, a_late_renewal_does_not_extend_a_lock_now_held_by_another) {
   ASSERT_FALSE(got.ec) << got.ec.message();
   EXPECT_TRUE(wait_until([&] { return lost.stop_requested(); }, 1s));
   const auto theirs = other.execute({"HGETALL", name});
-  const auto calls = evalsha_calls(srv);
+  const auto calls = dlock::test::command_stat(srv, "evalsha");
   const auto held = proxy.bytes_held(direction::client_to_server);
   EXPECT_GT(held, 0u) << "the renewal sent after the pause waits in the proxy";
 
   proxy.pass();
   const auto resumed = steady::now();
   EXPECT_TRUE(wait_until([&] { return proxy.bytes_held() == 0; }, 2s));
-  EXPECT_TRUE(wait_until([&] { return evalsha_calls(srv) > calls; }, 2s))
+  EXPECT_TRUE(wait_until([&] { return dlock::test::command_stat(srv, "evalsha") > calls; }, 2s))
       << "the late renewal really ran on the server";
   EXPECT_EQ(other.execute({"HGETALL", name}), theirs);
   const auto pttl = other.execute({"PTTL", name}).integer();
@@ -235,10 +230,10 @@ TEST(partition, a_late_renewal_does_not_resurrect_an_expired_lock) {
   ASSERT_TRUE(wait_until([&] { return lost.stop_requested(); }, lease + 1s));
   ASSERT_TRUE(wait_until([&] { return other.execute({"EXISTS", name}).integer() == 0; }, 2s));
   const auto expired = steady::now();
-  const auto calls = evalsha_calls(srv);
+  const auto calls = dlock::test::command_stat(srv, "evalsha");
   ASSERT_GT(proxy.bytes_held(direction::client_to_server), 0u);
   proxy.pass();
-  EXPECT_TRUE(wait_until([&] { return evalsha_calls(srv) > calls; }, 2s));
+  EXPECT_TRUE(wait_until([&] { return dlock::test::command_stat(srv, "evalsha") > calls; }, 2s));
   EXPECT_TRUE(wait_until([&] { return proxy.bytes_held() == 0; }, 2s));
   EXPECT_EQ(other.execute({"EXISTS", name}).integer(), 0) << "a renewal never creates the lock";
   report("pause client->server, watchdog lease 900 ms: key expired on the server by t0+" +

@@ -177,11 +177,7 @@ TEST(caller_io, a_request_left_in_doubt_on_the_channel_is_fenced_and_nothing_sta
   // (Killed by the channel's fence. The command connection's requests time out too while the
   // server is paused — the resend as well — and each next connection fences the one before:
   // one kill, and one more per reconnect during the pause.)
-  const auto stats = srv.command({"INFO", "commandstats"});
-  const auto kills = stats.find("cmdstat_client|kill:calls=");
-  ASSERT_NE(kills, std::string::npos);
-  const auto n = std::stol(stats.substr(kills + std::string_view{"cmdstat_client|kill:calls="}.size()));
-  EXPECT_GE(n, 1);
+  EXPECT_GE(dlock::test::command_stat(srv, "client|kill"), 1);
   m.lock();  // and the channel is back
   m.unlock();
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");

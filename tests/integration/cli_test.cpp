@@ -17,6 +17,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -513,19 +514,36 @@ TEST(cli, the_command_sees_the_lock_name_and_its_fencing_token) {
   // Tokens continue from whatever was issued before, even far ahead of the clock.
   EXPECT_EQ(srv.command({"SET", counter, "8000000000000041"}), "+OK");
   std::uint64_t last = 8000000000000041;
+  // dlock's own environment reaches the command, except the two it sets: those are replaced.
+  ::setenv("DLOCK_NAME", "stale", 1);
+  ::setenv("DLOCK_TEST_INHERITED", "kept", 1);
   for (int i = 0; i < 3; ++i) {
     const auto r = run_dlock({"--url", srv.url(), "exec", name, "--", sh, "-c",
-                              R"(printf '%s|%s\n' "$DLOCK_NAME" "$DLOCK_FENCING_TOKEN")"});
+                              R"(printf '%s|%s|%s\n' "$DLOCK_TEST_INHERITED" "$DLOCK_NAME" "$DLOCK_FENCING_TOKEN")"});
     ASSERT_EQ(r.code, std::optional<int>{0}) << describe(r);
+    const auto first = r.out.find('|');
     const auto bar = r.out.rfind('|');
     ASSERT_NE(bar, std::string::npos) << r.out;
-    EXPECT_EQ(r.out.substr(0, bar), name);
+    ASSERT_NE(first, bar) << r.out;
+    EXPECT_EQ(r.out.substr(0, first), "kept");
+    EXPECT_EQ(r.out.substr(first + 1, bar - first - 1), name);
     const auto token = std::stoull(r.out.substr(bar + 1));
     EXPECT_GT(token, last) << "strictly increasing";
     EXPECT_EQ(srv.command({"GET", counter}), std::to_string(token)) << "the token is the counter";
     last = token;
   }
   EXPECT_EQ(last, 8000000000000044u) << "counter + 1 each time, while it is ahead of the clock";
+  {
+    // Replaced, not added beside the inherited one (a shell reads the last of two; others the first).
+    const auto r = run_dlock({"--url", srv.url(), "exec", name, "--", "env"});
+    ASSERT_EQ(r.code, std::optional<int>{0}) << describe(r);
+    std::size_t names = 0;
+    for (auto at = r.out.find("DLOCK_NAME="); at != std::string::npos; at = r.out.find("DLOCK_NAME=", at + 1)) ++names;
+    EXPECT_EQ(names, 1u) << r.out;
+    EXPECT_EQ(r.out.find("DLOCK_NAME=stale"), std::string::npos) << r.out;
+  }
+  ::unsetenv("DLOCK_NAME");
+  ::unsetenv("DLOCK_TEST_INHERITED");
   EXPECT_EQ(exists(srv, name), ":0");
 }
 

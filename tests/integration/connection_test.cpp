@@ -299,11 +299,7 @@ TEST(connection, idle_health_check_pings_and_detects_a_stopped_server) {
   cfg.connect_timeout = 200ms;
   dlock::client c{cfg};
   ASSERT_TRUE(ping_within(c, 5s));
-  auto pings = [&] {
-    auto stats = srv.command({"INFO", "commandstats"});
-    auto at = stats.find("cmdstat_ping:calls=");
-    return at == std::string::npos ? 0L : std::stol(stats.substr(at + 19));
-  };
+  auto pings = [&] { return dlock::test::command_stat(srv, "ping"); };
   const auto before = pings();
   EXPECT_TRUE(dlock::test::wait_until([&] { return pings() >= before + 3; }, 5s));
 

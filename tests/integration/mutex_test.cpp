@@ -34,6 +34,7 @@ namespace {
 
 using dlock::test::config_for;
 using dlock::test::await_queued_waiter;
+using dlock::test::command_stat;
 using dlock::test::numsub;
 
 
@@ -195,11 +196,6 @@ std::future<void> hold_in_a_new_client(std::vector<std::unique_ptr<dlock::client
   });
 }
 
-long info_count(dlock::test::redis_server& srv, const std::string& section, const std::string& key) {
-  const auto info = srv.command({"INFO", section});
-  auto at = info.find(key + ":calls=");
-  return at == std::string::npos ? 0 : std::stol(info.substr(at + key.size() + 7));
-}
 
 // An unlock names the head of the lock's waiter queue: with four clients waiting (four
 // subscriber connections, as four processes would have), each hand-off costs one release and
@@ -238,7 +234,7 @@ TEST(mutex, an_unlock_wakes_one_waiter_across_clients) {
   // slowed past a fifth of the window), an attempt after a grant too late to trust, a re-check
   // racing a hand-off. One wake-up per unlock to every client would cost n + (n-1) + ... + 1
   // acquires on top instead.
-  const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
+  const auto evalsha = command_stat(srv, "evalsha");
   EXPECT_GE(evalsha, 1 + n);
   EXPECT_LE(evalsha, 1 + 2 * n);
   EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "every waiter left the queue";
@@ -275,13 +271,13 @@ TEST(mutex, a_second_wait_within_the_linger_reuses_the_subscription) {
   one_wait();
   // The holder's lock and unlock, the waiter's attempt, its unlock (the holder's unlock granted
   // it the lock: no acquire; released before its confirmation was due: none).
-  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha"), 4);
-  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_subscribe"), 0);
-  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_unsubscribe"), 0);
+  EXPECT_EQ(command_stat(srv, "evalsha"), 4);
+  EXPECT_EQ(command_stat(srv, "subscribe"), 0);
+  EXPECT_EQ(command_stat(srv, "unsubscribe"), 0);
   EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, channel) == 0; }, 10s))
       << "unsubscribed after the linger";
   EXPECT_EQ(waiter.impl().waiters().lingering(), 0u);
-  EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_unsubscribe"), 1);
+  EXPECT_EQ(command_stat(srv, "unsubscribe"), 1);
 }
 
 // On a lingering channel a waiter registers without the check a new subscription's
@@ -512,7 +508,7 @@ TEST(mutex, an_unlock_grants_the_lock_to_the_waiter_it_names) {
     });
     ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
     const auto grants = waiter.impl().grants_taken().load();
-    const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
+    const auto evalsha = command_stat(srv, "evalsha");
     const auto renewals = static_cast<long>(waiter.impl().watchdog().renewals_sent());
     h.unlock();
     ASSERT_EQ(confirmed.get_future().wait_for(10s), std::future_status::ready);
@@ -521,7 +517,7 @@ TEST(mutex, an_unlock_grants_the_lock_to_the_waiter_it_names) {
     // come after the count was taken; later rounds wait on the lingering subscription. A
     // confirmation slower than half the window on a loaded host adds a watchdog renewal.)
     if (round > 0) {
-      EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha") - evalsha -
+      EXPECT_EQ(command_stat(srv, "evalsha") - evalsha -
                     (static_cast<long>(waiter.impl().watchdog().renewals_sent()) - renewals),
                 2)
           << "the release and the confirmation: no acquire after the unlock";
@@ -556,14 +552,14 @@ TEST(mutex, a_grant_released_before_its_confirmation_is_due_costs_no_confirmatio
     });
     ASSERT_NO_FATAL_FAILURE(await_queued_waiter(srv, waiter, name));
     const auto grants = waiter.impl().grants_taken().load();
-    const auto evalsha = info_count(srv, "commandstats", "cmdstat_evalsha");
+    const auto evalsha = command_stat(srv, "evalsha");
     h.unlock();
     ASSERT_EQ(t.wait_for(10s), std::future_status::ready);
     t.get();
     std::this_thread::sleep_for(500ms);  // past the time the confirmation would have gone out
     EXPECT_EQ(waiter.impl().grants_taken().load(), grants + 1);
     if (round > 0) {  // (round 0 re-checks once after its new subscription; see above)
-      EXPECT_EQ(info_count(srv, "commandstats", "cmdstat_evalsha") - evalsha, 2) << "the two releases only";
+      EXPECT_EQ(command_stat(srv, "evalsha") - evalsha, 2) << "the two releases only";
     }
     EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
     EXPECT_EQ(waiter.impl().watchdog().leases_lost(), 0u);

@@ -63,4 +63,18 @@ inline long numsub(const redis_server& srv, const std::string& channel) {
   return colon == std::string::npos ? -1 : std::stol(text.substr(colon + 1));
 }
 
+// A command's counter in INFO commandstats — "calls" (run), "rejected_calls" (refused before
+// running: ACL, BUSY, ...) or "failed_calls" — for `command` as Redis names it there ("evalsha",
+// "client|kill"); 0 before the command was first seen.
+inline long long command_stat(const redis_server& srv, const std::string& command,
+                              const std::string& field = "calls") {
+  const auto stats = srv.command({"INFO", "commandstats"});
+  const auto line = stats.find("cmdstat_" + command + ":");
+  if (line == std::string::npos) return 0;
+  const auto end = stats.find('\n', line);
+  const auto at = stats.find(field + "=", line);
+  if (at == std::string::npos || at > end) return 0;
+  return std::stoll(stats.substr(at + field.size() + 1));
+}
+
 }  // namespace dlock::test

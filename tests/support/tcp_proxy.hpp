@@ -65,10 +65,9 @@ class tcp_proxy {
   // `d` forwards again (its delay is kept): held bytes are delivered in order.
   void resume(direction d = direction::both);
   // Holds the bytes of `d` on the connections open now (those the proxy has accepted: see
-  // connections()), whatever the mode, until thaw() or
-  // pass(); connections accepted later are not frozen. A request sent on a connection its client
-  // has since given up on then arrives after what the client sent on its next one (a late,
-  // "zombie" request), as it would after a partition heals.
+  // connections()), whatever the mode, until thaw() or pass(); connections accepted later are
+  // not frozen. A request sent on a connection its client has since given up on then arrives
+  // after what the client sent on its next one (a late request), as after a partition heals.
   void freeze(direction d = direction::both);
   void thaw();
   // Every chunk of `d` read from now on is delivered `ms` after it was read (0: no delay). Does

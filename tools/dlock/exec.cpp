@@ -63,6 +63,15 @@ std::string join(const std::vector<std::string>& v) {
   return out;
 }
 
+// The argv/envp shape of `v`: pointers to its strings (which must outlive it), then nullptr.
+std::vector<char*> null_terminated(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const auto& x : v) out.push_back(const_cast<char*>(x.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 // Starts the command with the default signal mask and the lock's details in its environment.
 // Returns its pid, or -errno when it could not be executed.
 // This process has the client's threads: a forked child may only call async-signal-safe
@@ -81,13 +90,8 @@ pid_t start_command(const exec_options& o, std::uint64_t token) {
   }
   env_text.push_back("DLOCK_NAME=" + o.name);
   env_text.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token));
-  std::vector<char*> envp;
-  for (auto& e : env_text) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args{o.command.begin(), o.command.end()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  auto envp = null_terminated(env_text);
+  auto argv = null_terminated(o.command);
   sigset_t none;
   sigemptyset(&none);
 
