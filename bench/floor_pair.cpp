@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
 
     const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
                                            "5", name, token_key, queue, expiry, own_token_key, lease, owner, "0",
-                                           ticket, valid_ms, "1", "0", client_id,
+                                           // "3": a waiter's first attempt, as lock() sends it
+                                           ticket, valid_ms, "1", "3", client_id,
                                            // takes grants ("s": fenced by the shared counter),
                                            // sent at (a steady-clock reading's length)
                                            "s", "1234567890123456"};

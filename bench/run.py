@@ -275,7 +275,7 @@ class Runner:
             "dlock_fencing_counter", "bench:floor:queue:__rand_int__",
             "bench:floor:expiry:__rand_int__", "redisson_lock_token:{bench:floor:lock:__rand_int__}",
             "30000", OWNER, "0",
-            "8589934593", "4000", "1", "0", CLIENT_ID, "s", "1234567890123456"])
+            "8589934593", "4000", "1", "3", CLIENT_ID, "s", "1234567890123456"])
         acq_rps = list(acq.values())[0]["rps"]
         self.flush()
         self.r.eval("for i = 0, tonumber(ARGV[1]) - 1 do "

@@ -241,6 +241,9 @@ class acquire_op final : public waiter,
                                          counters_.other};
     const std::span<const std::string_view> keys{keys_all, counters_.other.empty() ? 4u : 5u};
     sent_ticket_ = !unqueued_ && !ticket_.empty();
+    // The ticket's first attempt: it cannot be in the queue yet (tickets are never reused), so
+    // the script skips taking it out when it acquires.
+    const bool first_with_ticket = sent_ticket_ && !ticket_sent_ever_;
     ticket_sent_ever_ = ticket_sent_ever_ || sent_ticket_;
     if (first_sent_ == clock::time_point{}) first_sent_ = sent;
     // Queued, it takes grants (config::grants): the unlock needs its owner field, fencing mode
@@ -250,7 +253,7 @@ class acquire_op final : public waiter,
     std::string_view args[] = {lease_ms_, hold_->owner, have,
                                sent_ticket_ ? std::string_view{ticket_} : std::string_view{},
                                valid_ms, c_.cfg().fencing == config::fencing_mode::off ? "0" : "1",
-                               named ? "1" : "0",
+                               named ? "1" : first_with_ticket ? "3" : "0",
                                // with the ticket: an unlock names us on keys::waiter_channel(id)
                                sent_ticket_ ? std::string_view{c_.id()} : std::string_view{},
                                mode, sent_text};

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <map>
 #include <thread>
 
 #include "dlock/client.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/mutex.hpp"
 #include "runtime/client_impl.hpp"
 #include "scripts/script.hpp"
 #include "sync/mutex_ops.hpp"
@@ -174,6 +176,71 @@ TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
   r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
   ASSERT_FALSE(r.ec) << r.ec.message();
   EXPECT_EQ(c.execute({"GET", own}).str(), std::to_string(r.r.elements()[1].integer())) << "advanced";
+}
+
+// The other counter is read in the same MGET as the advanced one, which reads a key of another
+// type as missing: such a key issued no token and is never written, so it is left alone.
+TEST(scripts, an_other_fencing_counter_of_another_type_is_left_alone) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto k = dlock::detail::lock_keys{name};
+  const std::string shared{dlock::keys::shared_fencing_counter};
+  const auto own = dlock::keys::fencing_counter(name);
+  c.execute({"HSET", own, "f", "v"});
+  auto r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(c.execute({"GET", shared}).str(), std::to_string(r.r.elements()[1].integer()));
+  EXPECT_EQ(c.execute({"TYPE", own}).str(), "hash");
+  EXPECT_EQ(c.execute({"HGET", own, "f"}).str(), "v");
+}
+
+// What a lock+unlock pair costs the server, in the commands its scripts run: the hot path of
+// every uncontended user. A waiter's first acquisition of a free lock (ARGV[7] '3': its ticket
+// cannot be queued yet) runs six — EXISTS, MGET of both counters, HINCRBY, PEXPIRE, TIME, SET —
+// and its release four: HGET, DEL, ZPOPMIN of the (missing) queue, PUBLISH.
+TEST(scripts, an_uncontended_pair_runs_ten_commands_and_a_retry_one_more) {
+  dlock::test::redis_server srv;
+  dlock::client c{dlock::config::from_uri(srv.url())};
+  const auto name = dlock::test::unique_name("lock");
+  const auto k = dlock::detail::lock_keys{name};
+  const std::string shared{dlock::keys::shared_fencing_counter};
+  const auto own = dlock::keys::fencing_counter(name);
+  const auto id = c.impl().id();
+  auto pair = [&](const char* attempt) {
+    srv.command({"CONFIG", "RESETSTAT"});
+    auto a = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own},
+                  {"30000", "A:1", "0", "4242", "4000", "1", attempt, id, "s", "12345"});
+    EXPECT_FALSE(a.ec) << a.ec.message();
+    EXPECT_EQ(a.r.elements()[0].integer(), 0) << "acquired";
+    auto r = eval(c, dlock::scripts::mutex_release, {name, k.channel, k.queue, k.expiry, shared, own},
+                  {"0", "30000", "A:1", "1", "100", "", "s"});
+    EXPECT_FALSE(r.ec) << r.ec.message();
+    EXPECT_EQ(r.r.integer(), 1) << "released";
+    std::map<std::string, long long> ran;
+    for (const char* cmd : {"exists", "hget", "get", "mget", "hincrby", "pexpire", "time", "set", "zrem",
+                            "hdel", "del", "zpopmin", "publish"}) {
+      if (const auto n = dlock::test::command_stat(srv, cmd)) ran[cmd] = n;
+    }
+    return ran;
+  };
+  pair("3");  // the shared counter exists from here on
+  const std::map<std::string, long long> first{{"exists", 1}, {"mget", 1}, {"hincrby", 1}, {"pexpire", 1},
+                                               {"time", 1}, {"set", 1}, {"hget", 1}, {"del", 1},
+                                               {"zpopmin", 1}, {"publish", 1}};
+  EXPECT_EQ(pair("3"), first);
+  // A later attempt of the same ticket may have queued: it takes itself out (a ZREM).
+  auto later = first;
+  later["zrem"] = 1;
+  EXPECT_EQ(pair("0"), later);
+  // The client marks a waiter's first attempt: lock() of a free lock runs no ZREM.
+  dlock::mutex m{c, name};
+  srv.command({"CONFIG", "RESETSTAT"});
+  m.lock();
+  m.unlock();
+  EXPECT_EQ(dlock::test::command_stat(srv, "evalsha"), 2);
+  EXPECT_EQ(dlock::test::command_stat(srv, "zrem"), 0);
+  EXPECT_EQ(dlock::test::command_stat(srv, "hget"), 1) << "the release's";
 }
 
 // With fencing off the client passes the lock hash as the counter key: the script touches it

@@ -13,7 +13,8 @@
 -- hash there — and the token is 0),
 -- ARGV[7] '1': this attempt answers an unlock that named the caller (release popped it from the
 -- queue); if it finds the lock taken after all, it goes back to the front, not the back;
--- '2': it confirms a grant the caller took (below): it never acquires,
+-- '2': it confirms a grant the caller took (below): it never acquires; '3': the first attempt
+-- that carries this ticket (ARGV[4]), which cannot be in the queue yet ('0': it may be),
 -- ARGV[8] the caller's client id: an unlock that names this waiter publishes its ticket on
 -- dlock_waiter__channel:<id>, which only that client listens to (absent: on KEYS[1]'s Redisson
 -- channel, as dlock did before; mutex_release.lua),
@@ -52,13 +53,19 @@
 -- can name exactly one live waiter to wake, the longest waiting (mutex_release.lua); it leaves
 -- the queue when it acquires.
 -- dlock:include fencing
-local field = redis.call('hget', KEYS[1], ARGV[2]) or '0'
-if not string.match(field, '^%d+$') or #field > 9 then
-  -- Not a count a client wrote (someone else wrote the field): say so, rather than look held.
-  return redis.error_reply('ERR lock field ' .. ARGV[2] .. ' of ' .. KEYS[1] .. ' is not a hold count')
-end
-local held = tonumber(field)
 local have = tonumber(ARGV[3])
+-- A caller that holds nothing reads its field only when the lock exists: a free lock costs one
+-- command. (A key of another type exists, and its HGET fails with WRONGTYPE.)
+local present = have ~= 0 or ARGV[7] == '2' or redis.call('exists', KEYS[1]) == 1
+local held = 0
+if present then
+  local field = redis.call('hget', KEYS[1], ARGV[2]) or '0'
+  if not string.match(field, '^%d+$') or #field > 9 then
+    -- Not a count a client wrote (someone else wrote the field): say so, rather than look held.
+    return redis.error_reply('ERR lock field ' .. ARGV[2] .. ' of ' .. KEYS[1] .. ' is not a hold count')
+  end
+  held = tonumber(field)
+end
 local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
 local token
@@ -81,7 +88,7 @@ end
 if held ~= have and held ~= have + 1 then
   return {-1, held}
 end
-local busy = held == have and have == 0 and redis.call('exists', KEYS[1]) == 1
+local busy = held == have and have == 0 and present
 local kept = false  -- a hand-off kept for, or granted to, another waiter
 if busy then
   local marks = redis.call('hmget', KEYS[1], 'dlock:handoff', 'dlock:grant')
@@ -181,8 +188,9 @@ if first then
   if not token then return bad end
 end
 -- Out of the queue (see above: never fails the lock). A record goes with its entry (a release
--- that popped the entry deleted it), so a caller that never queued costs one ZREM.
-if ticket ~= '' and redis.pcall('zrem', KEYS[3], ticket) == 1 and KEYS[4] then
+-- that popped the entry deleted it), so a caller that may have queued costs one ZREM, and one
+-- whose ticket this is the first attempt of (ARGV[7] '3') none.
+if ticket ~= '' and ARGV[7] ~= '3' and redis.pcall('zrem', KEYS[3], ticket) == 1 and KEYS[4] then
   redis.pcall('hdel', KEYS[4], ticket)
 end
 return {0, token}

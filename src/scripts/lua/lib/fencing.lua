@@ -13,11 +13,15 @@
 -- whoever counts on it next (RFencedLock INCRs it) goes on from here. Never created.
 
 -- The last token the counters issued (0 if neither exists) and whether `other` exists; or nil
--- and an error reply when a counter is not an integer below 2^53 (WRONGTYPE for a key of
--- another type). Writes nothing.
+-- and an error reply when a counter is not an integer below 2^53 (WRONGTYPE for an `advanced`
+-- of another type: it would be overwritten). Both are read in one MGET, which reads a key of
+-- another type as missing: an `other` of another type is no counter (it issued nothing, and it
+-- is never written); a missing `advanced` is read again with GET, which tells. Writes nothing.
 local function fencing_read(advanced, other)
-  local function read(key)
-    local text = redis.pcall('get', key)
+  local texts = other and redis.pcall('mget', advanced, other) or {}
+  if texts.err then return nil, texts end
+  if not texts[1] then texts[1] = redis.pcall('get', advanced) end
+  local function read(key, text)
     if type(text) == 'table' and text.err then return nil, text end
     if not text then return nil end
     -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
@@ -26,13 +30,13 @@ local function fencing_read(advanced, other)
     end
     return tonumber(text)
   end
-  local last, bad = read(advanced)
+  local last, bad = read(advanced, texts[1])
   if bad then return nil, bad end
   last = last or 0
   local other_exists = false
   if other then
     local value
-    value, bad = read(other)
+    value, bad = read(other, texts[2])
     if bad then return nil, bad end
     if value then
       other_exists = true
