@@ -135,11 +135,11 @@ if busy then
       -- <ARGV[10]>|<owner>' after the id, without spaces (mutex_release.lua reads them; a
       -- dlock from before grants reads the whole as the id and names the waiter on the lock's
       -- channel instead, rather than dropping the entry as unreadable).
-      local entry = string.format('%.0f', now_ms + ttl)
+      local entry = string.format('%d', now_ms + ttl)
       if ARGV[8] and ARGV[8] ~= '' then
         entry = entry .. ' ' .. ARGV[8]
         if ARGV[9] and ARGV[9] ~= '' and ARGV[10] then
-          entry = entry .. '|' .. ARGV[9] .. '|' .. string.format('%.0f', now_ms) .. '|' .. ARGV[10] .. '|' .. ARGV[2]
+          entry = entry .. '|' .. ARGV[9] .. '|' .. string.format('%d', now_ms) .. '|' .. ARGV[10] .. '|' .. ARGV[2]
         end
       end
       if KEYS[4] and type(redis.pcall('hset', KEYS[4], ticket, entry)) == 'number' then

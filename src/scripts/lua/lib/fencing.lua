@@ -52,7 +52,9 @@ end
 local function fencing_issue(advanced, other, last, other_exists, now)
   now = now or redis.call('time')
   local token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
-  local text = string.format('%.0f', token)
+  -- '%d' prints Lua's number as a C long: exact below 2^53 (as every integer these scripts
+  -- print), and several times cheaper than '%.0f' (Redis' printf of a double).
+  local text = string.format('%d', token)
   local done = redis.pcall('set', advanced, text)
   if type(done) == 'table' and done.err then return nil, done end
   if other_exists then
