@@ -130,6 +130,25 @@ TEST(tcp_proxy, freeze_holds_the_connections_open_now_and_lets_new_ones_pass) {
   EXPECT_EQ(proxy.bytes_held(), 0u);
 }
 
+TEST(tcp_proxy, freeze_by_what_the_client_said_holds_only_the_matching_connections) {
+  dlock::test::redis_server srv;
+  tcp_proxy proxy{srv.port()};
+  raw_client a{proxy.port()}, b{proxy.port()};
+  a.send("CLIENT SETNAME alpha\r\n");
+  b.send("CLIENT SETNAME beta\r\n");
+  EXPECT_EQ(a.read_exact(5, 2s), "+OK\r\n");
+  EXPECT_EQ(b.read_exact(5, 2s), "+OK\r\n");
+  proxy.freeze(direction::server_to_client, "alpha");
+  a.send(ping);
+  b.send(ping);
+  EXPECT_EQ(b.read_exact(pong.size(), 2s), pong) << "beta passes";
+  ASSERT_TRUE(wait_until([&] { return proxy.bytes_held(direction::server_to_client) == pong.size(); }, 2s))
+      << "alpha's reply is held";
+  proxy.thaw();
+  EXPECT_EQ(a.read_exact(pong.size(), 2s), pong);
+  EXPECT_EQ(proxy.bytes_held(), 0u);
+}
+
 TEST(tcp_proxy, delay_delivers_each_chunk_at_least_that_late_in_order) {
   dlock::test::redis_server srv;
   tcp_proxy proxy{srv.port()};

@@ -28,6 +28,7 @@ using clock = std::chrono::steady_clock;
 
 constexpr std::size_t hold_limit = 4 * 1024 * 1024;  // per connection and direction
 constexpr std::size_t read_size = 64 * 1024;
+constexpr std::size_t head_size = 256;        // client bytes kept per connection for freeze()
 constexpr int connect_limit_ms = 1000;
 
 enum class mode { pass, blackhole, pause };
@@ -94,6 +95,7 @@ struct flow {
   bool eof = false;      // the source ended: deliver an end of stream after the queue
   bool done = false;     // the end of stream was delivered, or the destination is gone
   bool frozen = false;   // freeze(): held whatever the mode, until thaw() or pass()
+  std::string head;      // the first bytes read (up to head_size), for freeze()'s filter
 };
 
 struct connection {
@@ -199,6 +201,7 @@ struct tcp_proxy::impl {
         return;
       }
       const auto size = static_cast<std::size_t>(n);
+      if (f.head.size() < head_size) f.head.append(buf.data(), std::min(size, head_size - f.head.size()));
       if (f.done || modes[d] == mode::blackhole) {
         dropped[d] += size;
         continue;
@@ -374,9 +377,14 @@ void tcp_proxy::pass() {
   });
 }
 
-void tcp_proxy::freeze(direction d) {
-  impl_->control([&m = *impl_, d] {
-    for (auto& c : m.conns) impl::each(d, [&](std::size_t i) { (i == 0 ? c.up : c.down).frozen = true; });
+void tcp_proxy::freeze(direction d) { freeze(d, ""); }
+
+void tcp_proxy::freeze(direction d, std::string_view client_said) {
+  impl_->control([&m = *impl_, d, needle = std::string{client_said}] {
+    for (auto& c : m.conns) {
+      if (c.up.head.find(needle) == std::string::npos) continue;
+      impl::each(d, [&](std::size_t i) { (i == 0 ? c.up : c.down).frozen = true; });
+    }
   });
 }
 

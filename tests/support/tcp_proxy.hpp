@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 namespace dlock::test {
 
@@ -69,6 +70,9 @@ class tcp_proxy {
   // not frozen. A request sent on a connection its client has since given up on then arrives
   // after what the client sent on its next one (a late request), as after a partition heals.
   void freeze(direction d = direction::both);
+  // The same for the open connections whose client's first bytes (up to 256) contain
+  // `client_said` — one client's command connection by the name its handshake sets, say.
+  void freeze(direction d, std::string_view client_said);
   void thaw();
   // Every chunk of `d` read from now on is delivered `ms` after it was read (0: no delay). Does
   // not change the mode.

@@ -1,0 +1,145 @@
+// A grant that reaches a waiter while one of its attempts is out (acquire.cpp, pending_grant_).
+// The grant comes on the client's subscriber connection, the attempt's reply on its command
+// connection: the proxy freezes the waiter's command connection alone (by the name its
+// handshake sets). The waiter's first attempt goes out on the caller's channel, it subscribes,
+// and its next attempt (the check after the subscription, or a re-check) waits in the proxy —
+// before the server runs it, or after, with its reply held.
+// Meanwhile another client's unlock grants it the lock.
+//   - The attempt ran first (it found the lock held): the grant stands, and the waiter takes it
+//     when the reply comes — not before, and not by another acquire.
+//   - The attempt runs after the grant: it finds the waiter's own field and takes the grant as
+//     its acquisition (the script keeps the grant's token), and the waiter does not take the
+//     grant a second time.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+#include <utility>
+
+#include "../integration/queued_waiter.hpp"
+#include "../integration/test_util.hpp"
+#include "dlock/keys.hpp"
+#include "dlock/mutex.hpp"
+#include "partition_util.hpp"
+#include "runtime/client_impl.hpp"
+#include "support/redis_server.hpp"
+#include "support/tcp_proxy.hpp"
+
+using namespace std::chrono_literals;
+using dlock::test::direction;
+using dlock::test::wait_until;
+
+namespace {
+
+struct grant_lab {
+  dlock::test::redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  // The waiter: through the proxy, a re-check every 100 ms (so that an attempt is soon out
+  // whatever woke it), a command timeout well above the freezes below.
+  dlock::client waiter{dlock::test::config_through(proxy, "recheck=100ms&timeout=3s")};
+  // The holder grants for 3 s (its hand-off window): the grant must outlast the freezes below.
+  dlock::client holder{dlock::test::config_for(srv, "handoff=3s")};
+  std::string name = dlock::test::unique_name("grant_race");
+  dlock::mutex w{waiter, name};
+  // What the waiter's command connection sends first (CLIENT SETNAME dlock), and no other
+  // connection of it: the subscriber's name is dlock:sub, the caller's channel's dlock:caller.
+  static constexpr std::string_view command_connection = "$5\r\ndlock\r\n";
+  dlock::mutex h{holder, name};
+
+  // The waiter's try_lock_for on its own thread (its command connection opened before), which
+  // holds the lock's owner field: got() tells its outcome and fencing token, and release()
+  // has it unlock.
+  struct waiting {
+    std::future<std::pair<bool, std::uint64_t>> outcome;
+    std::promise<void> release_now;
+    std::future<std::error_code> released;
+  };
+  void wait_in_background(waiting& wt) {
+    std::promise<std::pair<bool, std::uint64_t>> outcome;
+    wt.outcome = outcome.get_future();
+    wt.released = std::async(std::launch::async, [this, outcome = std::move(outcome),
+                                                  go = wt.release_now.get_future()]() mutable {
+      std::error_code ec;
+      const bool got = w.try_lock_for(10s, ec);
+      outcome.set_value({got && !ec, w.fencing_token()});
+      if (!got) return ec;
+      go.wait();
+      w.unlock(ec);
+      return ec;
+    });
+  }
+  std::error_code release(waiting& wt) {
+    wt.release_now.set_value();
+    EXPECT_EQ(wt.released.wait_for(5s), std::future_status::ready);
+    return wt.released.get();
+  }
+  std::string grant_marker() {
+    return srv.command({"HGET", name, std::string{dlock::keys::grant_field}});
+  }
+};
+
+TEST(grant_race, a_grant_during_an_attempt_that_found_the_lock_held_is_taken_on_its_reply) {
+  grant_lab lab;
+  lab.h.lock();
+  lab.waiter.ping();
+  lab.proxy.freeze(direction::server_to_client, lab.command_connection);  // its replies
+  grant_lab::waiting wt;
+  lab.wait_in_background(wt);
+  dlock::test::await_queued_waiter(lab.srv, lab.waiter, lab.name);
+  // An attempt ran after the registration (the server answered "held") and its reply waits.
+  ASSERT_TRUE(wait_until([&] { return lab.proxy.bytes_held(direction::server_to_client) > 0; }, 5s));
+  const auto taken = lab.waiter.impl().grants_taken().load();
+
+  lab.h.unlock();
+  ASSERT_TRUE(wait_until([&] { return lab.grant_marker() != "$-1"; }, 5s))
+      << "granted to the waiter: " << lab.grant_marker();
+  EXPECT_EQ(wt.outcome.wait_for(200ms), std::future_status::timeout)
+      << "the grant is not taken while the attempt is out";
+  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken);
+
+  lab.proxy.thaw();
+  ASSERT_EQ(wt.outcome.wait_for(5s), std::future_status::ready);
+  const auto [got, token_held] = wt.outcome.get();
+  EXPECT_TRUE(got);
+  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken + 1) << "taken as a grant, on the reply";
+  EXPECT_NE(token_held, 0u);
+  // The waiter holds the lock; it confirms the grant (a fifth of the window later) and releases.
+  EXPECT_TRUE(wait_until([&] { return lab.grant_marker() == "$-1"; }, 5s)) << "confirmed";
+  EXPECT_FALSE(lab.release(wt));
+  EXPECT_EQ(lab.srv.command({"EXISTS", lab.name}), ":0");
+}
+
+TEST(grant_race, an_attempt_that_runs_after_a_grant_takes_it_as_its_acquisition_once) {
+  grant_lab lab;
+  lab.h.lock();
+  lab.waiter.ping();
+  lab.proxy.freeze(direction::client_to_server, lab.command_connection);  // its requests
+  grant_lab::waiting wt;
+  lab.wait_in_background(wt);
+  dlock::test::await_queued_waiter(lab.srv, lab.waiter, lab.name);
+  // An attempt left the waiter after the registration and has not reached the server.
+  ASSERT_TRUE(wait_until([&] { return lab.proxy.bytes_held(direction::client_to_server) > 0; }, 5s));
+  const auto taken = lab.waiter.impl().grants_taken().load();
+
+  lab.h.unlock();
+  std::string marker;
+  ASSERT_TRUE(wait_until([&] { return (marker = lab.grant_marker()) != "$-1"; }, 5s))
+      << "granted to the waiter: " << marker;
+  // '<ticket> <token>': the token the grant drew.
+  const auto token = std::stoull(marker.substr(marker.find(' ') + 1));
+  EXPECT_EQ(wt.outcome.wait_for(200ms), std::future_status::timeout)
+      << "the grant is not taken while the attempt is out";
+
+  lab.proxy.thaw();
+  ASSERT_EQ(wt.outcome.wait_for(5s), std::future_status::ready);
+  const auto [got, token_held] = wt.outcome.get();
+  EXPECT_TRUE(got);
+  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken) << "acquired by the attempt, not the grant";
+  EXPECT_EQ(token_held, token) << "the grant's token, kept by the attempt that took it";
+  EXPECT_EQ(lab.grant_marker(), "$-1") << "the attempt took the grant: no marker left";
+  EXPECT_GT(std::stoll(lab.srv.command({"PTTL", lab.name}).substr(1)), 10'000) << "the waiter's own lease";
+  EXPECT_FALSE(lab.release(wt));
+  EXPECT_EQ(lab.srv.command({"EXISTS", lab.name}), ":0");
+}
+
+}  // namespace
