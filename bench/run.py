@@ -51,14 +51,21 @@ CLIENT_ID = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c"  # as a dlock client id
 OWNER = CLIENT_ID + ":1"  # as long as a dlock owner field
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
+def script_commands():
+    """Every command dlock's scripts call (redis.call / redis.pcall with a literal name), read
+    from the scripts themselves so that the list cannot fall behind them."""
+    names = set()
+    for f in sorted(os.listdir(LUA)) + ["lib/" + f for f in sorted(os.listdir(os.path.join(LUA, "lib")))]:
+        if f.endswith(".lua"):
+            with open(os.path.join(LUA, f)) as fh:
+                names.update(re.findall(r"redis\.p?call\(\s*'([a-z|]+)'", fh.read()))
+    return names
+
+
 # Commands each system's Lua scripts run inside Redis: INFO commandstats counts them too, but
 # no client sent them. W3 and W4 count the commands clients send (the rest, minus INFO).
-# dlock's ZREM is mostly the acquire script's (a waiter leaving the queue); a waiter that gives up
-# sends one itself, at most once per wait, so at most one per waiter per run is miscounted here.
 SCRIPT_INTERNAL = {
-    "dlock": {"hget", "hexists", "hincrby", "pexpire", "exists", "pttl", "incr", "get", "del", "publish",
-              "set", "time", "zadd", "zrange", "zrem", "zremrangebyscore", "zpopmin", "hset", "hlen", "hmget",
-              "hdel"},
+    "dlock": script_commands(),
     "redis-py": {"get", "del"},                      # release script; acquire is a plain SET NX PX
     "node-redlock": {"exists", "set", "get", "del"},  # lock and unlock scripts
 }
