@@ -53,12 +53,17 @@ PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executabl
 
 def script_commands():
     """Every command dlock's scripts call (redis.call / redis.pcall with a literal name), read
-    from the scripts themselves so that the list cannot fall behind them."""
+    from the scripts themselves so that the list cannot fall behind them. A call whose name is
+    not a single-quoted literal would be missed: the scripts must not have one."""
     names = set()
     for f in sorted(os.listdir(LUA)) + ["lib/" + f for f in sorted(os.listdir(os.path.join(LUA, "lib")))]:
         if f.endswith(".lua"):
             with open(os.path.join(LUA, f)) as fh:
-                names.update(re.findall(r"redis\.p?call\(\s*'([a-z|]+)'", fh.read()))
+                text = fh.read()
+            names.update(re.findall(r"redis\.p?call\(\s*'([a-z|]+)'", text))
+            literal = len(re.findall(r"redis\.p?call\(\s*'[a-z|]+'", text))
+            if literal != len(re.findall(r"redis\.p?call\(", text)):
+                raise SystemExit("bench/run.py: %s calls a command whose name is not a literal" % f)
     return names
 
 
@@ -895,9 +900,9 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
     add("How the `-c 50 -P 1` floor is measured: the scripts are loaded with `SCRIPT LOAD` (the SHA is "
         "checked against the file's). Acquire: %s requests on `bench:floor:lock:__rand_int__` with `-r 10^9`, "
-        "so practically every request takes a free lock by the full first-acquisition path (HGET, EXISTS, "
-        "GET of the shared fencing counter and of the lock's own, HINCRBY, PEXPIRE, TIME, SET of the counter, "
-        "ZREM of its waiter ticket — the arguments `lock()` sends). Release: %s locks `bench:floor:held:%%012d` are "
+        "so practically every request takes a free lock by the full first-acquisition path (EXISTS, "
+        "MGET of the shared fencing counter and of the lock's own, HINCRBY, PEXPIRE, TIME, SET of the counter; "
+        "a waiter's first attempt, so no ZREM of its ticket — the arguments `lock()` sends). Release: %s locks `bench:floor:held:%%012d` are "
         "first created held (count 1, same owner) by one server-side loop, then %s releases run on "
         "`bench:floor:held:__rand_int__` with `-r %s`; a release that finds its lock held takes the full "
         "path (HGET, DEL, ZPOPMIN of the absent waiter queue, PUBLISH) — %s of them did (measured from `cmdstat_del`), the rest hit a "

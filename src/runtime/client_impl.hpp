@@ -130,6 +130,8 @@ class client_impl {
   std::atomic<std::uint64_t>& grants_taken() noexcept { return grants_taken_; }
   // Grants that came too late to trust (or not for the op's own attempt): taken by an attempt.
   std::atomic<std::uint64_t>& grants_untrusted() noexcept { return grants_untrusted_; }
+  // Grants that came while the waiter's attempt was out: held until that attempt's reply.
+  std::atomic<std::uint64_t>& grants_deferred() noexcept { return grants_deferred_; }
   // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
   void warn(warning w, const std::string& message);
 
@@ -149,7 +151,7 @@ class client_impl {
   std::unique_ptr<scripts::runner> runner_;
   std::unique_ptr<transport::caller_channel> caller_;  // null: not used (config::caller_io)
   std::atomic<std::size_t> undos_{0};  // undoing_.size(), readable from any thread
-  std::atomic<std::uint64_t> grants_taken_{0}, grants_untrusted_{0};
+  std::atomic<std::uint64_t> grants_taken_{0}, grants_untrusted_{0}, grants_deferred_{0};
   std::unique_ptr<detail::watchdog> watchdog_;
   std::unique_ptr<waiter_registry> waiters_;
   asio::steady_timer linger_timer_;  // strand: the waiter registry's next sweep of lingering channels

@@ -149,6 +149,7 @@ class acquire_op final : public waiter,
   void granted(const grant& g) override {
     if (finished_ || left_ || giving_back_ || g.ticket != ticket) return;
     if (attempting) {
+      if (!pending_grant_) ++c_.grants_deferred();
       pending_grant_ = g;
       return;
     }

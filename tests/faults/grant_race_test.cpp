@@ -34,9 +34,10 @@ namespace {
 struct grant_lab {
   dlock::test::redis_server srv;
   dlock::test::tcp_proxy proxy{srv.port()};
-  // The waiter: through the proxy, a re-check every 100 ms (so that an attempt is soon out
-  // whatever woke it), a command timeout well above the freezes below.
-  dlock::client waiter{dlock::test::config_through(proxy, "recheck=100ms&timeout=3s")};
+  // The waiter: through the proxy. Its attempt after the subscription is the one held (a
+  // re-check each second would be one too); its queue entry stays valid for recheck + 1 s after
+  // its latest attempt; its command timeout is well above the freezes below.
+  dlock::client waiter{dlock::test::config_through(proxy, "recheck=1s&timeout=5s")};
   // The holder grants for 3 s (its hand-off window): the grant must outlast the freezes below.
   dlock::client holder{dlock::test::config_for(srv, "handoff=3s")};
   std::string name = dlock::test::unique_name("grant_race");
@@ -49,10 +50,12 @@ struct grant_lab {
   // The waiter's try_lock_for on its own thread (its command connection opened before), which
   // holds the lock's owner field: got() tells its outcome and fencing token, and release()
   // has it unlock.
+  // Destroyed in reverse order: release_now first (a test that stopped early lets the thread
+  // go on: it unlocks), then released (joins it).
   struct waiting {
-    std::future<std::pair<bool, std::uint64_t>> outcome;
-    std::promise<void> release_now;
     std::future<std::error_code> released;
+    std::promise<void> release_now;
+    std::future<std::pair<bool, std::uint64_t>> outcome;
   };
   void wait_in_background(waiting& wt) {
     std::promise<std::pair<bool, std::uint64_t>> outcome;
@@ -91,9 +94,13 @@ TEST(grant_race, a_grant_during_an_attempt_that_found_the_lock_held_is_taken_on_
   const auto taken = lab.waiter.impl().grants_taken().load();
 
   lab.h.unlock();
-  ASSERT_TRUE(wait_until([&] { return lab.grant_marker() != "$-1"; }, 5s))
-      << "granted to the waiter: " << lab.grant_marker();
-  EXPECT_EQ(wt.outcome.wait_for(200ms), std::future_status::timeout)
+  std::string marker;
+  ASSERT_TRUE(wait_until([&] { return (marker = lab.grant_marker()) != "$-1"; }, 5s))
+      << "granted to the waiter: " << marker;
+  const auto token = std::stoull(marker.substr(marker.find(' ') + 1));  // '<ticket> <token>'
+  ASSERT_TRUE(wait_until([&] { return lab.waiter.impl().grants_deferred().load() == 1; }, 5s))
+      << "the grant message came while the attempt was out";
+  EXPECT_EQ(wt.outcome.wait_for(100ms), std::future_status::timeout)
       << "the grant is not taken while the attempt is out";
   EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken);
 
@@ -102,7 +109,7 @@ TEST(grant_race, a_grant_during_an_attempt_that_found_the_lock_held_is_taken_on_
   const auto [got, token_held] = wt.outcome.get();
   EXPECT_TRUE(got);
   EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken + 1) << "taken as a grant, on the reply";
-  EXPECT_NE(token_held, 0u);
+  EXPECT_EQ(token_held, token) << "the grant's token";
   // The waiter holds the lock; it confirms the grant (a fifth of the window later) and releases.
   EXPECT_TRUE(wait_until([&] { return lab.grant_marker() == "$-1"; }, 5s)) << "confirmed";
   EXPECT_FALSE(lab.release(wt));
@@ -127,7 +134,9 @@ TEST(grant_race, an_attempt_that_runs_after_a_grant_takes_it_as_its_acquisition_
       << "granted to the waiter: " << marker;
   // '<ticket> <token>': the token the grant drew.
   const auto token = std::stoull(marker.substr(marker.find(' ') + 1));
-  EXPECT_EQ(wt.outcome.wait_for(200ms), std::future_status::timeout)
+  ASSERT_TRUE(wait_until([&] { return lab.waiter.impl().grants_deferred().load() == 1; }, 5s))
+      << "the grant message came while the attempt was out";
+  EXPECT_EQ(wt.outcome.wait_for(100ms), std::future_status::timeout)
       << "the grant is not taken while the attempt is out";
 
   lab.proxy.thaw();

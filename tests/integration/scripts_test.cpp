@@ -157,6 +157,12 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   const auto other = dlock::test::unique_name("lock");
   auto o = eval(c, dlock::scripts::mutex_acquire, {other, token}, {"30000", "D:1", "0"});
   EXPECT_EQ(o.r.elements()[1].integer(), 9000000000000002);
+  // Written as its digits, zeros inside included (the scripts print integers in two parts).
+  EXPECT_EQ(c.execute({"GET", token}).str(), "9000000000000002");
+  c.execute({"SET", token, "9007199254740989"});  // the last that goes on: 2^53 - 1 is refused
+  auto top = eval(c, dlock::scripts::mutex_acquire, {dlock::test::unique_name("lock"), token}, {"30000", "E:1", "0"});
+  EXPECT_EQ(top.r.elements()[1].integer(), 9007199254740990);
+  EXPECT_EQ(c.execute({"GET", token}).str(), "9007199254740990");
 }
 
 // KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
@@ -199,7 +205,7 @@ TEST(scripts, an_other_fencing_counter_of_another_type_is_left_alone) {
 // every uncontended user. A waiter's first acquisition of a free lock (ARGV[7] '3': its ticket
 // cannot be queued yet) runs six — EXISTS, MGET of both counters, HINCRBY, PEXPIRE, TIME, SET —
 // and its release four: HGET, DEL, ZPOPMIN of the (missing) queue, PUBLISH.
-TEST(scripts, an_uncontended_pair_runs_ten_commands_and_a_retry_one_more) {
+TEST(scripts, an_uncontended_pair_runs_ten_commands_and_a_later_attempt_one_more) {
   dlock::test::redis_server srv;
   dlock::client c{dlock::config::from_uri(srv.url())};
   const auto name = dlock::test::unique_name("lock");

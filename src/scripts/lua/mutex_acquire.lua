@@ -135,11 +135,11 @@ if busy then
       -- <ARGV[10]>|<owner>' after the id, without spaces (mutex_release.lua reads them; a
       -- dlock from before grants reads the whole as the id and names the waiter on the lock's
       -- channel instead, rather than dropping the entry as unreadable).
-      local entry = string.format('%d', now_ms + ttl)
+      local entry = digits(now_ms + ttl)
       if ARGV[8] and ARGV[8] ~= '' then
         entry = entry .. ' ' .. ARGV[8]
         if ARGV[9] and ARGV[9] ~= '' and ARGV[10] then
-          entry = entry .. '|' .. ARGV[9] .. '|' .. string.format('%d', now_ms) .. '|' .. ARGV[10] .. '|' .. ARGV[2]
+          entry = entry .. '|' .. ARGV[9] .. '|' .. digits(now_ms) .. '|' .. ARGV[10] .. '|' .. ARGV[2]
         end
       end
       if KEYS[4] and type(redis.pcall('hset', KEYS[4], ticket, entry)) == 'number' then
@@ -156,8 +156,9 @@ if busy then
 end
 -- From here on the script writes. Nothing is written before every key it writes is known to be
 -- usable: Redis does not undo a script's earlier writes when a later command fails, so a bad
--- counter must be found before the lock hash is touched (GET raises WRONGTYPE for a counter of
--- another type). A caller that finds the lock held (above), or re-enters, never reads it.
+-- counter must be found before the lock hash is touched (lib/fencing.lua: WRONGTYPE for the
+-- advanced counter of another type). A caller that finds the lock held (above), or re-enters,
+-- never reads it.
 -- A first acquisition that finds the lock its own already: a resend that was applied, or a grant.
 local granted, granted_token = nil, nil
 if held == have + 1 and have == 0 then

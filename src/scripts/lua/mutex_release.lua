@@ -133,12 +133,12 @@ local function grant(head, rec, window, now)
     if not token then return false end
   end
   local granted = type(redis.pcall('hset', KEYS[1], rec.owner, 1, 'dlock:grant',
-                                   head .. ' ' .. string.format('%d', token))) == 'number' and
+                                   head .. ' ' .. digits(token))) == 'number' and
                   type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
   if granted then
-    local message = '=' .. head .. ' ' .. string.format('%d', token) .. ' ' ..
-                    string.format('%d', math.max(now[1] * 1000 + math.floor(now[2] / 1000) - rec.at, 0)) ..
-                    ' ' .. rec.sent .. ' ' .. string.format('%d', window)
+    local message = '=' .. head .. ' ' .. digits(token) .. ' ' ..
+                    digits(math.max(now[1] * 1000 + math.floor(now[2] / 1000) - rec.at, 0)) ..
+                    ' ' .. rec.sent .. ' ' .. digits(window)
     local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. rec.id, message)
     if type(heard) == 'number' and heard > 0 then return true end
   end

@@ -12,6 +12,15 @@
 -- clock step back, an upgrade from the per-lock layout — and advanced if it exists, so that
 -- whoever counts on it next (RFencedLock INCRs it) goes on from here. Never created.
 
+-- A whole number from 0 to 2^53 as digits (every number these scripts print). '%.0f' goes
+-- through printf's floating-point path, several times slower; '%d' alone prints a C long, which
+-- is 32 bits on some servers (32-bit builds): two parts below 10^9 fit in any long.
+local function digits(n)
+  if n < 1e9 then return string.format('%d', n) end
+  local high = math.floor(n / 1e9)
+  return string.format('%d%09d', high, n - high * 1e9)
+end
+
 -- The last token the counters issued (0 if neither exists) and whether `other` exists; or nil
 -- and an error reply when a counter is not an integer below 2^53 (WRONGTYPE for an `advanced`
 -- of another type: it would be overwritten). Both are read in one MGET, which reads a key of
@@ -51,10 +60,15 @@ end
 -- reply, if it has one already.
 local function fencing_issue(advanced, other, last, other_exists, now)
   now = now or redis.call('time')
-  local token = math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2]))
-  -- '%d' prints Lua's number as a C long: exact below 2^53 (as every integer these scripts
-  -- print), and several times cheaper than '%.0f' (Redis' printf of a double).
-  local text = string.format('%d', token)
+  local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local text
+  if token > last then
+    -- The usual case: the clock's microseconds, whose digits TIME gave already.
+    text = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
+  else
+    token = last + 1
+    text = digits(token)
+  end
   local done = redis.pcall('set', advanced, text)
   if type(done) == 'table' and done.err then return nil, done end
   if other_exists then
