@@ -146,7 +146,13 @@ void watchdog::lose(const hold_state& h) {
 // O(1) however many the client holds (a full scan per change made N locks cost O(N^2)).
 void watchdog::refreshed(hold_state& h, clock::time_point sent) {
   apply_notes();
-  if (!schedule_.contains(h.id)) return;
+  if (!schedule_.contains(h.id)) {
+    if (h.releasing.load() && h.count.load() > 0) {
+      auto& at = refreshed_while_out_[h.id];
+      at = std::max(at, sent);
+    }
+    return;
+  }
   schedule_.confirmed(h.id, sent);
   publish(h);
 }
@@ -160,13 +166,21 @@ std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
   auto saved = schedule_.snapshot(h.id);
   schedule_.remove(h.id);
   holds_.erase(h.id);
+  refreshed_while_out_.erase(h.id);
   return saved;
 }
 
 void watchdog::restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e) {
   apply_notes();
+  const auto refreshed = refreshed_while_out_.find(h->id);
+  std::optional<clock::time_point> sent;
+  if (refreshed != refreshed_while_out_.end()) {
+    sent = refreshed->second;
+    refreshed_while_out_.erase(refreshed);
+  }
   if (stopped_ || h->lost) return;
   schedule_.restore(h->id, e);
+  if (sent) schedule_.confirmed(h->id, *sent);
   holds_[h->id] = h;
   publish(*h);
   arm_by(*schedule_.due(h->id));

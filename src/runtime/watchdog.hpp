@@ -90,6 +90,11 @@ class watchdog {
   std::chrono::milliseconds watchdog_lease_;
   renewal_schedule schedule_;
   std::unordered_map<renewal_schedule::id, std::shared_ptr<hold_state>> holds_;
+  // Holds out of the schedule while their release is on its way (remove()), and the latest send
+  // of a request that reset the lease meanwhile (refreshed(): a grant's confirmation that ran
+  // before the release): restore() applies it, or the hold would be trusted only as long as
+  // before that confirmation.
+  std::unordered_map<renewal_schedule::id, clock::time_point> refreshed_while_out_;
   asio::steady_timer timer_;
   clock::time_point armed_for_ = clock::time_point::max();
   bool stopped_ = false;

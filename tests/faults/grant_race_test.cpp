@@ -13,6 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <optional>
+#include <stop_token>
+#include <thread>
 #include <string>
 #include <utility>
 
@@ -152,3 +155,82 @@ TEST(grant_race, an_attempt_that_runs_after_a_grant_takes_it_as_its_acquisition_
 }
 
 }  // namespace
+
+// A grant's confirmation that lands while the holder's release is on its way, and that release
+// then fails: the hold goes back to the watchdog trusted as the confirmation left it (its own
+// lease, from the confirmation's send), not as before it (the grant's window). With an explicit
+// lease nothing renews it, so restoring the older trust signalled lease_lost at the window's end
+// while Redis held the lock for the whole lease.
+TEST(grant_race, a_confirmation_that_lands_while_a_release_fails_keeps_the_explicit_lease) {
+  dlock::test::redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  dlock::client waiter{dlock::test::config_through(proxy, "recheck=1s&timeout=300ms&connect_timeout=300ms")};
+  dlock::client holder{dlock::test::config_for(srv, "handoff=2s")};  // grants for 2 s
+  const auto name = dlock::test::unique_name("grant_race");
+  dlock::mutex w{waiter, name};
+  dlock::mutex h{holder, name};
+
+  // The waiter's thread: try_lock_for with a 10 s lease, then two unlocks when told. Its
+  // promises are declared after the worker, so a test that stops early lets it go on.
+  std::future<void> worker;
+  std::promise<std::optional<std::stop_token>> acquired;
+  std::promise<void> unlock_now, unlock_again;
+  std::promise<std::error_code> first, second;
+  auto got = acquired.get_future();
+  auto first_done = first.get_future();
+  auto second_done = second.get_future();
+  h.lock();
+  waiter.ping();
+  worker = std::async(std::launch::async, [&, now = unlock_now.get_future(), again = unlock_again.get_future()] {
+    std::error_code ec;
+    const bool ok = w.try_lock_for(10s, 10s, ec);
+    acquired.set_value(ok ? std::optional<std::stop_token>{w.lease_lost()} : std::nullopt);
+    if (!ok) return;
+    now.wait();
+    w.unlock(ec);
+    first.set_value(ec);
+    again.wait();
+    ec.clear();
+    w.unlock(ec);
+    second.set_value(ec);
+  });
+  dlock::test::await_queued_waiter(srv, waiter, name);
+
+  const auto granted_at = dlock::test::steady::now();
+  h.unlock();  // grants the waiter the lock: it confirms a fifth of the window (400 ms) later
+  ASSERT_EQ(got.wait_for(5s), std::future_status::ready);
+  const auto lost = got.get();
+  ASSERT_TRUE(lost) << "granted";
+  ASSERT_EQ(waiter.impl().grants_taken().load(), 1u);
+  proxy.freeze(direction::server_to_client, grant_lab::command_connection);  // holds its reply
+  ASSERT_TRUE(wait_until([&] { return srv.command({"HGET", name, std::string{dlock::keys::grant_field}}) == "$-1"; }, 3s))
+      << "the confirmation ran";
+  EXPECT_GT(std::stoll(srv.command({"PTTL", name}).substr(1)), 5'000) << "the waiter's own 10 s lease";
+
+  proxy.blackhole(direction::client_to_server);  // the release and its resends never arrive
+  const auto dropped = proxy.bytes_dropped(direction::client_to_server);
+  unlock_now.set_value();
+  ASSERT_TRUE(wait_until([&] { return proxy.bytes_dropped(direction::client_to_server) > dropped; }, 2s))
+      << "the release went out";
+  proxy.thaw();  // the confirmation's reply arrives while the release waits for its own
+  ASSERT_EQ(first_done.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(first_done.get()) << "the release failed (no reply)";
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":1") << "still the waiter's on the server";
+
+  // Past the grant's window: trusted from the confirmation for the 10 s lease.
+  std::this_thread::sleep_until(std::max(granted_at + 2500ms, dlock::test::steady::now() + 200ms));
+  EXPECT_FALSE(lost->stop_requested()) << "lease_lost at the grant's window: the confirmation was forgotten";
+  proxy.pass();
+  // Reconnected (its backoff after the failed attempts), the hold checked and kept.
+  ASSERT_TRUE(wait_until([&] {
+    std::error_code ec;
+    waiter.ping(ec);
+    return !ec;
+  }, 10s));
+  unlock_again.set_value();
+  ASSERT_EQ(second_done.wait_for(10s), std::future_status::ready);
+  const auto ec = second_done.get();
+  EXPECT_FALSE(ec) << "released now: " << ec.message();
+  EXPECT_FALSE(lost->stop_requested());
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+}
