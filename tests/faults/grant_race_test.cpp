@@ -79,6 +79,35 @@ struct grant_lab {
     EXPECT_EQ(wt.released.wait_for(5s), std::future_status::ready);
     return wt.released.get();
   }
+  // The common start: the holder holds; the waiter's command connection is frozen in `d`; the
+  // waiter queues and subscribes, and its next attempt is out (held by the proxy before the
+  // server ran it, or its reply after); then the holder's unlock grants it the lock, whose
+  // message comes while that attempt is out. Returns the grant's fencing token.
+  std::uint64_t grant_during_an_attempt(direction d, waiting& wt) {
+    h.lock();
+    waiter.ping();
+    proxy.freeze(d, command_connection);
+    wait_in_background(wt);
+    dlock::test::await_queued_waiter(srv, waiter, name);
+    EXPECT_TRUE(wait_until([&] { return proxy.bytes_held(d) > 0; }, 5s)) << "an attempt is out";
+    h.unlock();
+    std::string marker;
+    EXPECT_TRUE(wait_until([&] { return (marker = grant_marker()) != "$-1"; }, 5s))
+        << "granted to the waiter: " << marker;
+    EXPECT_TRUE(wait_until([&] { return waiter.impl().grants_deferred().load() == 1; }, 5s))
+        << "the grant message came while the attempt was out";
+    EXPECT_EQ(wt.outcome.wait_for(100ms), std::future_status::timeout)
+        << "the grant is not taken while the attempt is out";
+    EXPECT_EQ(waiter.impl().grants_taken().load(), 0u);
+    const auto space = marker.find(' ');  // '<ticket> <token>'
+    return space == std::string::npos ? 0 : std::stoull(marker.substr(space + 1));
+  }
+  // Thaws the proxy: the attempt's reply, or the attempt itself, goes on. The waiter's outcome.
+  std::pair<bool, std::uint64_t> thaw_and_wait(waiting& wt) {
+    proxy.thaw();
+    EXPECT_EQ(wt.outcome.wait_for(5s), std::future_status::ready);
+    return wt.outcome.get();  // (bounded by its try_lock_for's 10 s)
+  }
   std::string grant_marker() {
     return srv.command({"HGET", name, std::string{dlock::keys::grant_field}});
   }
@@ -86,32 +115,14 @@ struct grant_lab {
 
 TEST(grant_race, a_grant_during_an_attempt_that_found_the_lock_held_is_taken_on_its_reply) {
   grant_lab lab;
-  lab.h.lock();
-  lab.waiter.ping();
-  lab.proxy.freeze(direction::server_to_client, lab.command_connection);  // its replies
   grant_lab::waiting wt;
-  lab.wait_in_background(wt);
-  dlock::test::await_queued_waiter(lab.srv, lab.waiter, lab.name);
-  // An attempt ran after the registration (the server answered "held") and its reply waits.
-  ASSERT_TRUE(wait_until([&] { return lab.proxy.bytes_held(direction::server_to_client) > 0; }, 5s));
-  const auto taken = lab.waiter.impl().grants_taken().load();
+  // The attempt ran before the grant (the server answered "held"); its reply waits.
+  const auto token = lab.grant_during_an_attempt(direction::server_to_client, wt);
+  ASSERT_FALSE(HasFailure());
 
-  lab.h.unlock();
-  std::string marker;
-  ASSERT_TRUE(wait_until([&] { return (marker = lab.grant_marker()) != "$-1"; }, 5s))
-      << "granted to the waiter: " << marker;
-  const auto token = std::stoull(marker.substr(marker.find(' ') + 1));  // '<ticket> <token>'
-  ASSERT_TRUE(wait_until([&] { return lab.waiter.impl().grants_deferred().load() == 1; }, 5s))
-      << "the grant message came while the attempt was out";
-  EXPECT_EQ(wt.outcome.wait_for(100ms), std::future_status::timeout)
-      << "the grant is not taken while the attempt is out";
-  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken);
-
-  lab.proxy.thaw();
-  ASSERT_EQ(wt.outcome.wait_for(5s), std::future_status::ready);
-  const auto [got, token_held] = wt.outcome.get();
+  const auto [got, token_held] = lab.thaw_and_wait(wt);
   EXPECT_TRUE(got);
-  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken + 1) << "taken as a grant, on the reply";
+  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), 1u) << "taken as a grant, on the reply";
   EXPECT_EQ(token_held, token) << "the grant's token";
   // The waiter holds the lock; it confirms the grant (a fifth of the window later) and releases.
   EXPECT_TRUE(wait_until([&] { return lab.grant_marker() == "$-1"; }, 5s)) << "confirmed";
@@ -121,32 +132,14 @@ TEST(grant_race, a_grant_during_an_attempt_that_found_the_lock_held_is_taken_on_
 
 TEST(grant_race, an_attempt_that_runs_after_a_grant_takes_it_as_its_acquisition_once) {
   grant_lab lab;
-  lab.h.lock();
-  lab.waiter.ping();
-  lab.proxy.freeze(direction::client_to_server, lab.command_connection);  // its requests
   grant_lab::waiting wt;
-  lab.wait_in_background(wt);
-  dlock::test::await_queued_waiter(lab.srv, lab.waiter, lab.name);
-  // An attempt left the waiter after the registration and has not reached the server.
-  ASSERT_TRUE(wait_until([&] { return lab.proxy.bytes_held(direction::client_to_server) > 0; }, 5s));
-  const auto taken = lab.waiter.impl().grants_taken().load();
+  // The attempt has not reached the server: it runs after the grant.
+  const auto token = lab.grant_during_an_attempt(direction::client_to_server, wt);
+  ASSERT_FALSE(HasFailure());
 
-  lab.h.unlock();
-  std::string marker;
-  ASSERT_TRUE(wait_until([&] { return (marker = lab.grant_marker()) != "$-1"; }, 5s))
-      << "granted to the waiter: " << marker;
-  // '<ticket> <token>': the token the grant drew.
-  const auto token = std::stoull(marker.substr(marker.find(' ') + 1));
-  ASSERT_TRUE(wait_until([&] { return lab.waiter.impl().grants_deferred().load() == 1; }, 5s))
-      << "the grant message came while the attempt was out";
-  EXPECT_EQ(wt.outcome.wait_for(100ms), std::future_status::timeout)
-      << "the grant is not taken while the attempt is out";
-
-  lab.proxy.thaw();
-  ASSERT_EQ(wt.outcome.wait_for(5s), std::future_status::ready);
-  const auto [got, token_held] = wt.outcome.get();
+  const auto [got, token_held] = lab.thaw_and_wait(wt);
   EXPECT_TRUE(got);
-  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), taken) << "acquired by the attempt, not the grant";
+  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), 0u) << "acquired by the attempt, not the grant";
   EXPECT_EQ(token_held, token) << "the grant's token, kept by the attempt that took it";
   EXPECT_EQ(lab.grant_marker(), "$-1") << "the attempt took the grant: no marker left";
   EXPECT_GT(std::stoll(lab.srv.command({"PTTL", lab.name}).substr(1)), 10'000) << "the waiter's own lease";

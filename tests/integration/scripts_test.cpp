@@ -165,14 +165,20 @@ TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
   EXPECT_EQ(c.execute({"GET", token}).str(), "9007199254740990");
 }
 
-// KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
-TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
+
+// A server, a client, a lock name with its keys, and both fencing counters' names.
+struct counter_lab {
   dlock::test::redis_server srv;
   dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto k = dlock::detail::lock_keys{name};
-  const std::string shared{dlock::keys::shared_fencing_counter};
-  const auto own = dlock::keys::fencing_counter(name);
+  std::string name = dlock::test::unique_name("lock");
+  dlock::detail::lock_keys k{name};
+  std::string shared{dlock::keys::shared_fencing_counter};
+  std::string own = dlock::keys::fencing_counter(name);
+};
+// KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
+TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
+  counter_lab lab;
+  auto& [srv, c, name, k, shared, own] = lab;
   c.execute({"SET", own, "not a number"});
   auto r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
   EXPECT_EQ(r.ec, dlock::errc::server_error) << r.ec.message();
@@ -187,12 +193,8 @@ TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
 // The other counter is read in the same MGET as the advanced one, which reads a key of another
 // type as missing: such a key issued no token and is never written, so it is left alone.
 TEST(scripts, an_other_fencing_counter_of_another_type_is_left_alone) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto k = dlock::detail::lock_keys{name};
-  const std::string shared{dlock::keys::shared_fencing_counter};
-  const auto own = dlock::keys::fencing_counter(name);
+  counter_lab lab;
+  auto& [srv, c, name, k, shared, own] = lab;
   c.execute({"HSET", own, "f", "v"});
   auto r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
   ASSERT_FALSE(r.ec) << r.ec.message();
@@ -206,12 +208,8 @@ TEST(scripts, an_other_fencing_counter_of_another_type_is_left_alone) {
 // cannot be queued yet) runs six — EXISTS, MGET of both counters, HINCRBY, PEXPIRE, TIME, SET —
 // and its release four: HGET, DEL, ZPOPMIN of the (missing) queue, PUBLISH.
 TEST(scripts, an_uncontended_pair_runs_ten_commands_and_a_later_attempt_one_more) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto k = dlock::detail::lock_keys{name};
-  const std::string shared{dlock::keys::shared_fencing_counter};
-  const auto own = dlock::keys::fencing_counter(name);
+  counter_lab lab;
+  auto& [srv, c, name, k, shared, own] = lab;
   const auto id = c.impl().id();
   auto pair = [&](const char* attempt) {
     srv.command({"CONFIG", "RESETSTAT"});
