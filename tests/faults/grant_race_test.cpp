@@ -227,3 +227,48 @@ TEST(grant_race, a_confirmation_that_lands_while_a_release_fails_keeps_the_expli
   EXPECT_FALSE(lost->stop_requested());
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
 }
+
+// A waiter gives up (its deadline passes) while everything it sends is delayed by the proxy: its
+// last check and its leave are still on their way when an unlock grants it the lock. The waiter
+// takes nothing (its op has ended); whichever of its late requests runs first hands the lock on —
+// the last check takes the grant as its own and the op's give-back releases it, or the leave
+// passes the grant on as an unlock would — so the next in line gets the lock promptly, not when
+// the grant's window ends (3 s here) and its own re-check comes.
+TEST(grant_race, a_grant_to_a_waiter_that_gave_up_reaches_the_next_in_line_promptly) {
+  grant_lab lab;
+  dlock::client next_client{dlock::test::config_for(lab.srv)};
+  dlock::mutex next{next_client, lab.name};
+  lab.h.lock();
+  lab.waiter.ping();
+  auto gave_up = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    const bool got = lab.w.try_lock_for(600ms, ec);
+    return std::make_pair(got, ec);
+  });
+  dlock::test::await_queued_waiter(lab.srv, lab.waiter, lab.name);
+  auto later = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    const bool got = next.try_lock_for(10s, ec);
+    if (got) next.unlock(ec);
+    return std::make_pair(got, ec);
+  });
+  ASSERT_TRUE(wait_until([&] { return lab.srv.command({"ZCARD", dlock::keys::waiter_queue(lab.name)}) == ":2"; }, 5s));
+  lab.proxy.delay(direction::client_to_server, 400ms);  // the waiter's last check and its leave
+
+  ASSERT_EQ(gave_up.wait_for(5s), std::future_status::ready);
+  const auto [got, ec] = gave_up.get();
+  EXPECT_FALSE(got) << "its deadline passed";
+  EXPECT_FALSE(ec) << ec.message();
+  const auto unlocked = dlock::test::steady::now();
+  lab.h.unlock();  // grants the queue's head: the waiter that gave up, its requests on their way
+  EXPECT_NE(lab.srv.command({"HGETALL", lab.name}).find(lab.waiter.impl().id()), std::string::npos)
+      << "granted to the waiter that gave up: " << lab.srv.command({"HGETALL", lab.name});
+
+  ASSERT_EQ(later.wait_for(5s), std::future_status::ready);
+  const auto [next_got, next_ec] = later.get();
+  EXPECT_TRUE(next_got) << next_ec.message();
+  EXPECT_LT(dlock::test::steady::now() - unlocked, 2s) << "handed on by the late requests, not the window's end";
+  EXPECT_EQ(lab.waiter.impl().grants_taken().load(), 0u) << "the waiter that gave up took nothing";
+  lab.proxy.pass();
+  EXPECT_TRUE(wait_until([&] { return lab.srv.command({"EXISTS", lab.name}) == ":0"; }, 5s));
+}
