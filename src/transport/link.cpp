@@ -4,7 +4,6 @@
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
-#include <algorithm>
 #include <random>
 
 #include "dlock/error.hpp"
@@ -194,7 +193,8 @@ void link::send_handshake() {
   state_ = state::handshaking;
   std::string& out = *wbuf_;
   out.clear();
-  handshake_.assign(append_handshake(out, cfg_, cfg_.client_name), handshake_reply::required);
+  const auto required = append_handshake(out, cfg_, cfg_.client_name);
+  handshake_.assign(required, handshake_reply::required);
   handshake_at_ = 0;
   identity_.reset();
   if (fences_old_connections()) {
@@ -206,7 +206,7 @@ void link::send_handshake() {
     resp::append_command(out, {"CLIENT", "INFO"});
     handshake_.push_back(handshake_reply::identify);
   }
-  if (std::find(handshake_.begin(), handshake_.end(), handshake_reply::required) == handshake_.end()) {
+  if (required == 0) {
     // Still prove the server answers (and takes our commands: NOAUTH) before calling it ready.
     resp::append_command(out, {"PING"});
     handshake_.push_back(handshake_reply::required);

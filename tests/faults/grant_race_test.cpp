@@ -35,14 +35,19 @@ using dlock::test::wait_until;
 namespace {
 
 struct grant_lab {
-  dlock::test::redis_server srv;
-  dlock::test::tcp_proxy proxy{srv.port()};
   // The waiter: through the proxy. Its attempt after the subscription is the one held (a
   // re-check each second would be one too); its queue entry stays valid for recheck + 1 s after
-  // its latest attempt; its command timeout is well above the freezes below.
-  dlock::client waiter{dlock::test::config_through(proxy, "recheck=1s&timeout=5s")};
+  // its latest attempt; its command timeout is well above the freezes below (by default).
   // The holder grants for 3 s (its hand-off window): the grant must outlast the freezes below.
-  dlock::client holder{dlock::test::config_for(srv, "handoff=3s")};
+  explicit grant_lab(const std::string& waiter_params = "recheck=1s&timeout=5s",
+                     const std::string& holder_params = "handoff=3s")
+      : waiter{dlock::test::config_through(proxy, waiter_params)},
+        holder{dlock::test::config_for(srv, holder_params)} {}
+
+  dlock::test::redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  dlock::client waiter;
+  dlock::client holder;
   std::string name = dlock::test::unique_name("grant_race");
   dlock::mutex w{waiter, name};
   // What the waiter's command connection sends first (CLIENT SETNAME dlock), and no other
@@ -51,8 +56,8 @@ struct grant_lab {
   dlock::mutex h{holder, name};
 
   // The waiter's try_lock_for on its own thread (its command connection opened before), which
-  // holds the lock's owner field: got() tells its outcome and fencing token, and release()
-  // has it unlock.
+  // holds the lock's owner field: `outcome` tells whether it got the lock and its fencing
+  // token, and release() has it unlock.
   // Destroyed in reverse order: release_now first (a test that stopped early lets the thread
   // go on: it unlocks), then released (joins it).
   struct waiting {
@@ -155,13 +160,9 @@ TEST(grant_race, an_attempt_that_runs_after_a_grant_takes_it_as_its_acquisition_
 // lease nothing renews it, so restoring the older trust signalled lease_lost at the window's end
 // while Redis held the lock for the whole lease.
 TEST(grant_race, a_confirmation_that_lands_while_a_release_fails_keeps_the_explicit_lease) {
-  dlock::test::redis_server srv;
-  dlock::test::tcp_proxy proxy{srv.port()};
-  dlock::client waiter{dlock::test::config_through(proxy, "recheck=1s&timeout=300ms&connect_timeout=300ms")};
-  dlock::client holder{dlock::test::config_for(srv, "handoff=2s")};  // grants for 2 s
-  const auto name = dlock::test::unique_name("grant_race");
-  dlock::mutex w{waiter, name};
-  dlock::mutex h{holder, name};
+  // A short command timeout, so that the release soon gives up; the holder grants for 2 s.
+  grant_lab lab{"recheck=1s&timeout=300ms&connect_timeout=300ms", "handoff=2s"};
+  auto& [srv, proxy, waiter, holder, name, w, h] = lab;
 
   // The waiter's thread: try_lock_for with a 10 s lease, then two unlocks when told. Its
   // promises are declared after the worker, so a test that stops early lets it go on.
@@ -196,8 +197,7 @@ TEST(grant_race, a_confirmation_that_lands_while_a_release_fails_keeps_the_expli
   ASSERT_TRUE(lost) << "granted";
   ASSERT_EQ(waiter.impl().grants_taken().load(), 1u);
   proxy.freeze(direction::server_to_client, grant_lab::command_connection);  // holds its reply
-  ASSERT_TRUE(wait_until([&] { return srv.command({"HGET", name, std::string{dlock::keys::grant_field}}) == "$-1"; }, 3s))
-      << "the confirmation ran";
+  ASSERT_TRUE(wait_until([&] { return lab.grant_marker() == "$-1"; }, 3s)) << "the confirmation ran";
   EXPECT_GT(std::stoll(srv.command({"PTTL", name}).substr(1)), 5'000) << "the waiter's own 10 s lease";
 
   proxy.blackhole(direction::client_to_server);  // the release and its resends never arrive
