@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "dlock/config.hpp"
+#include "runtime/caller_wake.hpp"
 #include "runtime/hold.hpp"
 #include "runtime/waiters.hpp"
 #include "runtime/watchdog.hpp"
@@ -132,6 +133,13 @@ class client_impl {
   std::atomic<std::uint64_t>& grants_untrusted() noexcept { return grants_untrusted_; }
   // Grants that came while the waiter's attempt was out: held until that attempt's reply.
   std::atomic<std::uint64_t>& grants_deferred() noexcept { return grants_deferred_; }
+  // The one turn of a client's blocking callers to sleep watching the subscriber's socket
+  // (runtime/caller_wake.hpp).
+  watch_slot& watch_turn() noexcept { return watch_turn_; }
+  // Wake-ups of a watching caller by the socket's bytes, and waits that completed while the
+  // caller was awake after one (no second wake-up needed). For tests and metrics.
+  std::atomic<std::uint64_t>& watched_wakeups() noexcept { return watched_wakeups_; }
+  std::atomic<std::uint64_t>& watched_completions() noexcept { return watched_completions_; }
   // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
   void warn(warning w, const std::string& message);
 
@@ -160,6 +168,8 @@ class client_impl {
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
   std::atomic<bool> stopping_{false};
+  watch_slot watch_turn_;
+  std::atomic<std::uint64_t> watched_wakeups_{0}, watched_completions_{0};
   unsigned warned_ = 0;  // strand only: bit per warning already given
   std::unordered_map<std::string, std::uintptr_t> undoing_;  // strand only
   std::mutex gate_;  // orders post_or_shutdown against shutdown

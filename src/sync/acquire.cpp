@@ -67,15 +67,17 @@ class acquire_op final : public waiter,
   // completes here, on the caller's thread; anything else — held elsewhere, an error reply, no
   // reply — carries on on the strand exactly as if that attempt had been sent from there
   // (resume()). Without a turn on the channel the op starts on the strand.
-  void start_from_caller() {
+  // True when the attempt went out on the channel and the op goes on on the strand.
+  bool start_from_caller() {
     const auto now = clock::now();
     auto turn = hold_->lost ? transport::caller_channel::turn{} : c_.caller_turn(now + budget(now));
     if (!turn) {
       auto self = shared_from_this();
-      return c_.post_or_shutdown(std::move(done_), [self](auto done) {
+      c_.post_or_shutdown(std::move(done_), [self](auto done) {
         self->done_ = std::move(done);
         self->start();
       });
+      return false;
     }
     const auto sent = clock::now();
     const auto request = next_attempt(sent);
@@ -95,7 +97,8 @@ class acquire_op final : public waiter,
         } else {
           c_.watchdog().note_refreshed(hold_, sent);  // the script reset the lease
         }
-        return finish_on_caller({});
+        finish_on_caller({});
+        return false;
       }
     }
     // No reply: the request may still reach the server. Fence it before anything of this op
@@ -106,7 +109,9 @@ class acquire_op final : public waiter,
     auto self = shared_from_this();
     if (!c_.post_if_running([self, ec, r = std::move(r), sent] { self->resume(ec, r, sent); })) {
       finish_on_caller(errc::shutdown);
+      return false;
     }
+    return true;
   }
 
   void wake() override {
@@ -641,10 +646,10 @@ class acquire_op final : public waiter,
 
 }  // namespace
 
-void start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
+bool start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
                                std::optional<clock::time_point> deadline,
                                completion<std::shared_ptr<hold_state>> done) {
-  std::make_shared<acquire_op>(c, std::move(hold), deadline, std::move(done))->start_from_caller();
+  return std::make_shared<acquire_op>(c, std::move(hold), deadline, std::move(done))->start_from_caller();
 }
 
 void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,

@@ -57,8 +57,12 @@ bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<millisec
   }
   if (!hold) hold = new_hold(c, name_, detail::this_thread_number(), lease_time);
   const auto deadline = detail::deadline_after(wait);
-  auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) {
-    detail::start_acquire_from_caller(c, hold, deadline, std::move(done));
+  // A caller whose first attempt found the lock held, and that may wait, watches the
+  // subscriber's socket (runtime/blocking.hpp): its grant or wake-up comes there.
+  const bool may_wait = !wait || wait->count() > 0;
+  auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) -> const transport::link* {
+    const bool held = detail::start_acquire_from_caller(c, hold, deadline, std::move(done));
+    return held && may_wait ? &c.subscriber() : nullptr;
   });
   if (ec == errc::timeout && wait) {
     ec.clear();  // try_lock*: not acquired in time is an answer, not an error

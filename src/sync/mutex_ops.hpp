@@ -46,8 +46,9 @@ void start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
 
 // The same from a blocking call on its own thread (config::caller_io): the first attempt goes
 // out on the caller's channel when it can, and a clean acquisition completes on the calling
-// thread; the rest as start_acquire.
-void start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
+// thread; the rest as start_acquire. Returns true when that attempt went out and the op goes on
+// on the strand (the lock was held, or the outcome is unclear): the caller most likely waits.
+bool start_acquire_from_caller(client_impl& c, std::shared_ptr<hold_state> hold,
                                std::optional<clock::time_point> deadline,
                                completion<std::shared_ptr<hold_state>> done);
 

@@ -1,5 +1,7 @@
 #include "transport/link.hpp"
 
+#include <sys/epoll.h>
+
 #include <asio/bind_executor.hpp>
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
@@ -85,11 +87,27 @@ std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> link::peer() co
   return peer_;
 }
 
+int link::watch(int epfd) const {
+  std::lock_guard lock{peer_mu_};
+  if (watch_fd_ < 0) return -1;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.fd = watch_fd_;
+  return ::epoll_ctl(epfd, EPOLL_CTL_ADD, watch_fd_, &ev) == 0 ? watch_fd_ : -1;
+}
+
+// Without the lock: the descriptor is either still this registration's socket, or closed (which
+// ended the registration), or reused by a file this set never registered (ENOENT).
+void link::unwatch(int epfd, int fd) noexcept {
+  if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+}
+
 void link::close_stream() {
   up_ = false;
   {
     std::lock_guard lock{peer_mu_};
     peer_.reset();
+    watch_fd_ = -1;  // before the socket closes: watch() never registers a descriptor reused
   }
   resolver_.cancel();
   connect_timer_.cancel();
@@ -263,6 +281,7 @@ void link::on_handshake_reply(const reply& r) {
     auto ep = stream_->socket().remote_endpoint(ignored);
     std::lock_guard lock{peer_mu_};
     if (!ignored) peer_.emplace(ep, connects_.load());
+    watch_fd_ = stream_->socket().native_handle();
   }
   up_ = true;
   arm_health_check();
@@ -281,6 +300,11 @@ void link::read(std::uint64_t gen) {
 
 void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
   if (gen != gen_) return;
+  // Counted when this read is through, however it ends (reads_handled()).
+  struct count_read {
+    std::atomic<std::uint64_t>& reads;
+    ~count_read() { reads.fetch_add(1, std::memory_order_release); }
+  } counted{reads_};
   if (ec) return drop(errc::connection_lost);
   last_heard_ = clock::now();
   reader_.feed({rbuf_.data(), n});

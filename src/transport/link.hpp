@@ -85,6 +85,19 @@ class link : public std::enable_shared_from_this<link> {
   // nullopt while none is up (thread-safe).
   std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer() const;
 
+  // For a thread that sleeps until something this connection's messages complete (a blocking
+  // acquire waiting for its grant, on the subscriber): registers the socket up now in the
+  // epoll set `epfd`, edge-triggered, so that the thread wakes when bytes arrive — at the same
+  // time as the I/O thread that handles them, not after it. Returns the descriptor registered,
+  // or -1 (no connection up, or epoll_ctl failed). The registration ends with unwatch(), or by
+  // itself when the socket is closed (thread-safe).
+  int watch(int epfd) const;
+  static void unwatch(int epfd, int fd) noexcept;
+  // Reads whose messages have been handled so far (incremented on the strand after each read's
+  // messages, read from any thread): a thread woken by watch() knows from it when the I/O
+  // thread is through with what woke it.
+  const std::atomic<std::uint64_t>& reads_handled() const noexcept { return reads_; }
+
  protected:
   // Hooks, all on the strand.
   virtual void on_ready() = 0;                          // handshake done; may want_write()
@@ -148,8 +161,10 @@ class link : public std::enable_shared_from_this<link> {
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<bool> up_{false};
+  std::atomic<std::uint64_t> reads_{0};
   mutable std::mutex peer_mu_;
   std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer_;  // guarded by peer_mu_
+  int watch_fd_ = -1;  // guarded by peer_mu_: the socket up now, for watch(); -1 when none
 };
 
 }  // namespace dlock::transport

@@ -102,6 +102,81 @@ TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_t
   EXPECT_EQ(exists(a, name), 0);
 }
 
+// A waiter whose first attempt found the lock held sleeps watching the subscriber's socket
+// (runtime/caller_wake.hpp): the grant's bytes wake it with the I/O thread. Rounds of a hand-off
+// from a to b, with a second waiter of b's on the same lock, which sleeps on its condition
+// variable (one watcher per client) and gets the lock in its turn.
+TEST(caller_io, a_waiting_lock_is_woken_by_the_grants_bytes_on_the_subscriber) {
+  dlock::test::redis_server srv;
+  dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex ma{a, name}, mb{b, name};
+  b.ping();
+  constexpr int rounds = 3;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(round);
+    ma.lock();
+    auto waiter = std::async(std::launch::async, [&] {
+      mb.lock();
+      mb.unlock();
+    });
+    ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
+    ma.unlock();
+    ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+    waiter.get();
+  }
+  EXPECT_EQ(b.impl().grants_taken().load(), static_cast<std::uint64_t>(rounds));
+  EXPECT_GE(b.impl().watched_wakeups().load(), static_cast<std::uint64_t>(rounds))
+      << "each grant's bytes woke the waiting caller";
+
+  // Two of b's threads wait; one watches. Each gets the lock once; nobody holds it after.
+  ma.lock();
+  std::atomic<int> inside{0}, most{0}, done{0};
+  auto worker = [&] {
+    mb.lock();
+    most = std::max(most.load(), ++inside);
+    std::this_thread::sleep_for(5ms);
+    --inside;
+    mb.unlock();
+    ++done;
+  };
+  auto w1 = std::async(std::launch::async, worker), w2 = std::async(std::launch::async, worker);
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", dlock::keys::waiter_queue(name)}) == ":2"; }, 5s));
+  ma.unlock();
+  ASSERT_EQ(w1.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(w2.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(done.load(), 2);
+  EXPECT_EQ(most.load(), 1);
+  EXPECT_EQ(exists(a, name), 0);
+}
+
+// The watched socket closes under a waiting caller (the subscriber's connection is killed): the
+// caller is still woken, by the completion, when the lock comes to it after the resubscription.
+TEST(caller_io, a_waiting_lock_whose_watched_subscriber_reconnects_still_gets_the_lock) {
+  dlock::test::redis_server srv;
+  dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s&name=bee")};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex ma{a, name}, mb{b, name};
+  b.ping();
+  ma.lock();
+  auto waiter = std::async(std::launch::async, [&] {
+    mb.lock();
+    mb.unlock();
+  });
+  ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
+  const auto subs = client_ids(srv, "bee:sub");
+  ASSERT_EQ(subs.size(), 1u);
+  srv.command({"CLIENT", "KILL", "ID", subs.front()});
+  ASSERT_TRUE(dlock::test::wait_until([&] {
+    const auto now = client_ids(srv, "bee:sub");
+    return now.size() == 1 && now != subs && dlock::test::numsub(srv, dlock::keys::waiter_channel(b.impl().id())) == 1;
+  }, 5s));
+  ma.unlock();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  waiter.get();
+  EXPECT_EQ(exists(a, name), 0);
+}
+
 TEST(caller_io, a_killed_channel_connection_is_replaced_and_the_call_still_answers) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};
