@@ -7,7 +7,8 @@
 // completing thread still holds (which cost two more context switches per call).
 // Spinning before sleeping was measured and left out: on a 2-CPU host shared with Redis and
 // other work, a spinning caller takes the CPU the I/O thread and Redis need for the reply
-// (p50 2-3x worse, 3x the CPU per call).
+// (p50 2-3x worse, 3x the CPU per call). (A watching caller, below, yields only after a
+// message woke it, while the I/O thread handles that message.)
 //
 // An operation that a message most likely completes can name the connection to watch while
 // its caller waits (runtime/caller_wake.hpp).
@@ -76,7 +77,8 @@ T run_blocking(client_impl& c, std::error_code& ec, Start&& start) {
     if (watched != nullptr) watch.emplace(c.watch_turn(), *watched);
     if (watch && watch->wake()) {
       st->wake = watch->wake();
-      const auto got = st->wake->wait(st->phase, watch->fd(), watched->reads_handled());
+      c.watched_waits().fetch_add(1, std::memory_order_relaxed);
+      const auto got = st->wake->wait(st->phase, watch->fd(), {&watched->reads_started(), &watched->reads_handled()});
       c.watched_wakeups().fetch_add(got.messages, std::memory_order_relaxed);
       if (got.completed_awake) c.watched_completions().fetch_add(1, std::memory_order_relaxed);
     } else {

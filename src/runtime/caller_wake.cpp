@@ -2,8 +2,10 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <new>
 #include <thread>
 
 #include "transport/link.hpp"
@@ -15,7 +17,7 @@ caller_wake::~caller_wake() {
   ::close(ep_);
 }
 
-std::shared_ptr<caller_wake> caller_wake::make() {
+std::shared_ptr<caller_wake> caller_wake::make() noexcept {
   const int ev = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (ev < 0) return nullptr;
   const int ep = ::epoll_create1(EPOLL_CLOEXEC);
@@ -31,7 +33,17 @@ std::shared_ptr<caller_wake> caller_wake::make() {
     ::close(ep);
     return nullptr;
   }
-  return std::shared_ptr<caller_wake>{new caller_wake{ev, ep}};
+  auto* raw = new (std::nothrow) caller_wake{ev, ep};
+  if (raw == nullptr) {
+    ::close(ev);
+    ::close(ep);
+    return nullptr;
+  }
+  try {
+    return std::shared_ptr<caller_wake>{raw};
+  } catch (...) {  // the control block's allocation failed: the constructor deleted `raw`
+    return nullptr;
+  }
 }
 
 void caller_wake::signal() noexcept {
@@ -46,8 +58,19 @@ void caller_wake::drain() noexcept {
   [[maybe_unused]] const auto n = ::read(ev_, &count, sizeof count);
 }
 
-caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watched_fd,
-                                       const std::atomic<std::uint64_t>& handled,
+namespace {
+
+// Bytes queued on the socket, not yet read by the I/O thread. (The descriptor may have been
+// closed and its number reused since it was registered: then this reads another file, or
+// fails; either way only the caller's brief wait is misjudged.)
+bool bytes_queued(int fd) noexcept {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+}  // namespace
+
+caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watched_fd, read_progress reads,
                                        std::chrono::microseconds bound) {
   outcome out;
   // A signal may be left from an earlier wait (its completion swapped the phase to done while
@@ -55,7 +78,6 @@ caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watch
   // more turn below.
   drain();
   for (;;) {
-    const auto reads = handled.load(std::memory_order_acquire);
     auto expected = wait_phase::running;
     if (!phase.compare_exchange_strong(expected, wait_phase::sleeping_watching, std::memory_order_acq_rel)) {
       return out;
@@ -77,10 +99,19 @@ caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watch
     if (!message) continue;  // interrupted, or a signal left from an earlier wait
     ++out.messages;
     // Bytes came on the connection, and the I/O thread woke with this one: its read likely
-    // completes this wait. Yield (it may need this CPU) until it is through with that read.
+    // completes this wait. Yield (it may need this CPU) until a read has been handled since
+    // this wake-up, with none under way and no bytes left queued. (The I/O thread may have
+    // taken the bytes off the socket and not yet begun to handle them: the first condition
+    // waits for that. Handled is loaded first: a read that begins or ends between the two
+    // loads makes them differ, and the next turn looks again.)
+    const auto woken_at = reads.handled->load(std::memory_order_acquire);
     const auto until = std::chrono::steady_clock::now() + bound;
-    while (phase.load(std::memory_order_acquire) != wait_phase::done &&
-           handled.load(std::memory_order_acquire) == reads && std::chrono::steady_clock::now() < until) {
+    while (phase.load(std::memory_order_acquire) != wait_phase::done && std::chrono::steady_clock::now() < until) {
+      const auto handled = reads.handled->load(std::memory_order_acquire);
+      if (handled != woken_at && reads.started->load(std::memory_order_acquire) == handled &&
+          !bytes_queued(watched_fd)) {
+        break;
+      }
       std::this_thread::yield();
     }
     if (phase.load(std::memory_order_acquire) == wait_phase::done) {
@@ -90,13 +121,18 @@ caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watch
   }
 }
 
-watch_scope::watch_scope(watch_slot& slot, const transport::link& watched) {
+watch_scope::watch_scope(watch_slot& slot, const transport::link& watched) noexcept {
   if (slot.taken.exchange(true, std::memory_order_acquire)) return;
-  slot_ = &slot;
   if (!slot.wake) slot.wake = caller_wake::make();
-  if (!slot.wake) return;
-  fd_ = watched.watch(slot.wake->epoll_fd());
-  if (fd_ >= 0) wake_ = slot.wake;  // else nothing is up to watch: the condition variable serves
+  if (slot.wake) fd_ = watched.watch(slot.wake->epoll_fd());
+  if (fd_ < 0) {
+    // Nothing up to watch (or no descriptors): this caller sleeps on its condition variable,
+    // and the turn goes back at once, for a caller that comes when the connection is up.
+    slot.taken.store(false, std::memory_order_release);
+    return;
+  }
+  slot_ = &slot;
+  wake_ = slot.wake;
 }
 
 watch_scope::~watch_scope() {

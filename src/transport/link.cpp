@@ -300,7 +300,8 @@ void link::read(std::uint64_t gen) {
 
 void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
   if (gen != gen_) return;
-  // Counted when this read is through, however it ends (reads_handled()).
+  // Counted when this read begins, and when it is through, however it ends (reads_handled()).
+  reads_started_.fetch_add(1, std::memory_order_release);
   struct count_read {
     std::atomic<std::uint64_t>& reads;
     ~count_read() { reads.fetch_add(1, std::memory_order_release); }

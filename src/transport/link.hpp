@@ -93,9 +93,10 @@ class link : public std::enable_shared_from_this<link> {
   // itself when the socket is closed (thread-safe).
   int watch(int epfd) const;
   static void unwatch(int epfd, int fd) noexcept;
-  // Reads whose messages have been handled so far (incremented on the strand after each read's
-  // messages, read from any thread): a thread woken by watch() knows from it when the I/O
-  // thread is through with what woke it.
+  // Reads begun and reads handled so far (counted on the strand when on_read starts and ends;
+  // read from any thread): a thread woken by watch() learns from them whether the I/O thread
+  // is handling what woke it.
+  const std::atomic<std::uint64_t>& reads_started() const noexcept { return reads_started_; }
   const std::atomic<std::uint64_t>& reads_handled() const noexcept { return reads_; }
 
  protected:
@@ -161,7 +162,7 @@ class link : public std::enable_shared_from_this<link> {
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<bool> up_{false};
-  std::atomic<std::uint64_t> reads_{0};
+  std::atomic<std::uint64_t> reads_started_{0}, reads_{0};
   mutable std::mutex peer_mu_;
   std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer_;  // guarded by peer_mu_
   int watch_fd_ = -1;  // guarded by peer_mu_: the socket up now, for watch(); -1 when none

@@ -111,29 +111,32 @@ TEST(caller_io, a_waiting_lock_is_woken_by_the_grants_bytes_on_the_subscriber) {
   dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s")};
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex ma{a, name}, mb{b, name};
-  b.ping();
+  b.ping();  // the command connection is up (the caller's channel follows it), and the subscriber:
+  ASSERT_TRUE(dlock::test::wait_until([&] { return b.impl().subscriber().connected(); }, 5s));
   constexpr int rounds = 3;
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(round);
     ma.lock();
     auto waiter = std::async(std::launch::async, [&] {
-      mb.lock();
+      if (!mb.try_lock_for(10s)) return false;  // bounded, should the test fail half-way
       mb.unlock();
+      return true;
     });
     ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
     ma.unlock();
     ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
-    waiter.get();
+    EXPECT_TRUE(waiter.get());
   }
   EXPECT_EQ(b.impl().grants_taken().load(), static_cast<std::uint64_t>(rounds));
-  EXPECT_GE(b.impl().watched_wakeups().load(), static_cast<std::uint64_t>(rounds))
-      << "each grant's bytes woke the waiting caller";
+  // Every wait watched the subscriber. (Whether the grant's bytes woke the caller before the I/O
+  // thread handled them is a race on a busy host: the unit tests cover both outcomes.)
+  EXPECT_EQ(b.impl().watched_waits().load(), static_cast<std::uint64_t>(rounds));
 
   // Two of b's threads wait; one watches. Each gets the lock once; nobody holds it after.
   ma.lock();
   std::atomic<int> inside{0}, most{0}, done{0};
   auto worker = [&] {
-    mb.lock();
+    if (!mb.try_lock_for(10s)) return;
     most = std::max(most.load(), ++inside);
     std::this_thread::sleep_for(5ms);
     --inside;
@@ -157,13 +160,17 @@ TEST(caller_io, a_waiting_lock_whose_watched_subscriber_reconnects_still_gets_th
   dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s&name=bee")};
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex ma{a, name}, mb{b, name};
-  b.ping();
+  b.ping();  // the command connection is up (the caller's channel follows it), and the subscriber:
+  ASSERT_TRUE(dlock::test::wait_until([&] { return b.impl().subscriber().connected(); }, 5s));
   ma.lock();
   auto waiter = std::async(std::launch::async, [&] {
-    mb.lock();
+    if (!mb.try_lock_for(10s)) return false;
     mb.unlock();
+    return true;
   });
   ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
+  ASSERT_TRUE(dlock::test::wait_until([&] { return b.impl().watched_waits().load() == 1; }, 5s))
+      << "it watches the subscriber about to be killed";
   const auto subs = client_ids(srv, "bee:sub");
   ASSERT_EQ(subs.size(), 1u);
   srv.command({"CLIENT", "KILL", "ID", subs.front()});
@@ -173,7 +180,7 @@ TEST(caller_io, a_waiting_lock_whose_watched_subscriber_reconnects_still_gets_th
   }, 5s));
   ma.unlock();
   ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
-  waiter.get();
+  EXPECT_TRUE(waiter.get());
   EXPECT_EQ(exists(a, name), 0);
 }
 

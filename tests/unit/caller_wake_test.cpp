@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstdint>
 #include <future>
@@ -43,18 +45,24 @@ struct lab {
     ev.data.fd = fds[0];
     EXPECT_EQ(::epoll_ctl(wake->epoll_fd(), EPOLL_CTL_ADD, fds[0], &ev), 0);
   }
-  // A test that failed half-way still ends its caller's wait before the descriptors close.
+  // A test that failed half-way still ends its caller's wait before the descriptors close; a
+  // wait that does not end even so fails the run at once, not at the test's time limit.
   ~lab() {
     if (caller.valid()) {
       complete();
-      caller.wait();
+      if (caller.wait_for(5s) != std::future_status::ready) {
+        std::fprintf(stderr, "caller_wake_test: the caller's wait did not end\n");
+        std::abort();
+      }
     }
     ::close(fds[0]);
     ::close(fds[1]);
   }
   // The caller: waits on another thread, with `bound` as the wait for the read's end.
   std::future<caller_wake::outcome>& start(std::chrono::microseconds bound = caller_wake::handled_wait_max) {
-    caller = std::async(std::launch::async, [this, bound] { return wake->wait(phase, fds[0], handled, bound); });
+    caller = std::async(std::launch::async, [this, bound] {
+      return wake->wait(phase, fds[0], {&started, &handled}, bound);
+    });
     return caller;
   }
   // The completion, as run_blocking's: signals only a caller that sleeps watching.
@@ -66,6 +74,7 @@ struct lab {
   void send() { ASSERT_EQ(::write(fds[1], "x", 1), 1); }
   // The I/O thread: reads what came, then counts the read as handled (link::on_read).
   void handle_read(bool completes) {
+    ++started;
     char buf[16];
     ASSERT_GT(::read(fds[0], buf, sizeof buf), 0);
     if (completes) {
@@ -77,7 +86,7 @@ struct lab {
   std::shared_ptr<caller_wake> wake;
   int fds[2] = {-1, -1};
   std::atomic<wait_phase> phase{wait_phase::running};
-  std::atomic<std::uint64_t> handled{0};
+  std::atomic<std::uint64_t> started{0}, handled{0};
   std::future<caller_wake::outcome> caller;
 };
 
@@ -125,6 +134,44 @@ TEST(caller_wake, a_message_for_someone_else_sends_the_caller_back_to_sleep) {
   const auto got = caller.get();
   EXPECT_EQ(got.messages, 1u);
   EXPECT_FALSE(got.completed_awake);
+}
+
+// Reads handled while the caller slept, without waking it (the bytes were read before epoll
+// looked), must not make it give up on the next message's read.
+TEST(caller_wake, reads_handled_during_the_sleep_do_not_cut_the_next_wake_short) {
+  lab l;
+  auto& caller = l.start(std::chrono::microseconds{10s});
+  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  for (int i = 0; i < 3; ++i) {
+    l.send();
+    l.handle_read(false);  // at once: the caller may or may not have been woken by it
+    ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  }
+  l.send();
+  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::running; })) << "woken by the bytes";
+  l.handle_read(true);
+  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
+  const auto got = caller.get();
+  EXPECT_GE(got.messages, 1u);
+  EXPECT_TRUE(got.completed_awake) << "it waited for the read of the bytes that woke it";
+}
+
+// A read under way (begun, not yet through) keeps the woken caller waiting for it.
+TEST(caller_wake, a_read_under_way_keeps_the_woken_caller_waiting_for_its_end) {
+  lab l;
+  auto& caller = l.start(std::chrono::microseconds{10s});
+  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  l.send();
+  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::running; }));
+  ++l.started;  // the I/O thread took the bytes off the socket and handles them...
+  char buf[16];
+  ASSERT_GT(::read(l.fds[0], buf, sizeof buf), 0);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(l.phase.load(), wait_phase::running) << "nothing queued, but a read under way";
+  EXPECT_EQ(l.complete(), wait_phase::running);  // ...and they complete the wait
+  l.handled.fetch_add(1);
+  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(caller.get().completed_awake);
 }
 
 TEST(caller_wake, a_read_that_never_comes_ends_the_callers_wait_for_it_after_the_bound) {
