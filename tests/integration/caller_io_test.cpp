@@ -102,26 +102,39 @@ TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_t
   EXPECT_EQ(exists(a, name), 0);
 }
 
-// A waiter whose first attempt found the lock held sleeps watching the subscriber's socket
-// (runtime/caller_wake.hpp): the grant's bytes wake it with the I/O thread. Rounds of a hand-off
-// from a to b, with a second waiter of b's on the same lock, which sleeps on its condition
-// variable (one watcher per client) and gets the lock in its turn.
-TEST(caller_io, a_waiting_lock_is_woken_by_the_grants_bytes_on_the_subscriber) {
+// Hand-offs from client a to client b on one lock, b's waits watching its subscriber
+// (runtime/caller_wake.hpp). b re-checks only every 20 s: the grant must reach it.
+struct watch_lab {
+  explicit watch_lab(const std::string& b_extra = "")
+      : a{config_for(srv)}, b{config_for(srv, "recheck=20s" + b_extra)}, ma{a, name}, mb{b, name} {
+    b.ping();  // the command connection is up (the caller's channel follows it), and the subscriber:
+    EXPECT_TRUE(dlock::test::wait_until([&] { return b.impl().subscriber().connected(); }, 5s));
+  }
+  // b takes the lock on another thread (bounded, should the test fail half-way) and releases it.
+  std::future<bool> b_takes_and_releases() {
+    return std::async(std::launch::async, [this] {
+      if (!mb.try_lock_for(10s)) return false;
+      mb.unlock();
+      return true;
+    });
+  }
   dlock::test::redis_server srv;
-  dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s")};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex ma{a, name}, mb{b, name};
-  b.ping();  // the command connection is up (the caller's channel follows it), and the subscriber:
-  ASSERT_TRUE(dlock::test::wait_until([&] { return b.impl().subscriber().connected(); }, 5s));
+  const std::string name = dlock::test::unique_name("lock");
+  dlock::client a, b;
+  dlock::mutex ma, mb;
+};
+
+// A waiter whose first attempt found the lock held sleeps watching the subscriber's socket,
+// round after round; a second waiter of b's on the same lock sleeps on its condition variable
+// (one watcher per client) and gets the lock in its turn.
+TEST(caller_io, a_waiting_lock_watches_the_subscriber_for_its_grant) {
+  watch_lab l;
+  auto& [srv, name, a, b, ma, mb] = l;
   constexpr int rounds = 3;
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(round);
     ma.lock();
-    auto waiter = std::async(std::launch::async, [&] {
-      if (!mb.try_lock_for(10s)) return false;  // bounded, should the test fail half-way
-      mb.unlock();
-      return true;
-    });
+    auto waiter = l.b_takes_and_releases();
     ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
     ma.unlock();
     ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
@@ -156,18 +169,10 @@ TEST(caller_io, a_waiting_lock_is_woken_by_the_grants_bytes_on_the_subscriber) {
 // The watched socket closes under a waiting caller (the subscriber's connection is killed): the
 // caller is still woken, by the completion, when the lock comes to it after the resubscription.
 TEST(caller_io, a_waiting_lock_whose_watched_subscriber_reconnects_still_gets_the_lock) {
-  dlock::test::redis_server srv;
-  dlock::client a{config_for(srv)}, b{config_for(srv, "recheck=20s&name=bee")};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex ma{a, name}, mb{b, name};
-  b.ping();  // the command connection is up (the caller's channel follows it), and the subscriber:
-  ASSERT_TRUE(dlock::test::wait_until([&] { return b.impl().subscriber().connected(); }, 5s));
+  watch_lab l{"&name=bee"};
+  auto& [srv, name, a, b, ma, mb] = l;
   ma.lock();
-  auto waiter = std::async(std::launch::async, [&] {
-    if (!mb.try_lock_for(10s)) return false;
-    mb.unlock();
-    return true;
-  });
+  auto waiter = l.b_takes_and_releases();
   ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
   ASSERT_TRUE(dlock::test::wait_until([&] { return b.impl().watched_waits().load() == 1; }, 5s))
       << "it watches the subscriber about to be killed";

@@ -72,6 +72,17 @@ struct lab {
     return was;
   }
   void send() { ASSERT_EQ(::write(fds[1], "x", 1), 1); }
+  bool reaches(wait_phase p) {
+    return eventually([&] { return phase.load() == p; });
+  }
+  // The caller's outcome, once its wait has ended (within 5 s).
+  caller_wake::outcome ended() {
+    if (caller.wait_for(5s) != std::future_status::ready) {
+      ADD_FAILURE() << "the caller's wait did not end";
+      return {};
+    }
+    return caller.get();
+  }
   // The I/O thread: reads what came, then counts the read as handled (link::on_read).
   void handle_read(bool completes) {
     ++started;
@@ -100,22 +111,20 @@ TEST(caller_wake, a_completion_before_the_wait_returns_at_once) {
 
 TEST(caller_wake, the_completion_wakes_a_sleeping_caller) {
   lab l;
-  auto& caller = l.start();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  l.start();
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   EXPECT_EQ(l.complete(), wait_phase::sleeping_watching);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(caller.get().messages, 0u);
+  EXPECT_EQ(l.ended().messages, 0u);
 }
 
 TEST(caller_wake, a_message_wakes_the_caller_and_the_read_that_carries_it_completes_the_wait) {
   lab l;
-  auto& caller = l.start(std::chrono::microseconds{10s});  // waits for the read however slow
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  l.start(std::chrono::microseconds{10s});  // waits for the read however slow
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   l.send();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::running; })) << "woken by the bytes";
+  ASSERT_TRUE(l.reaches(wait_phase::running)) << "woken by the bytes";
   l.handle_read(true);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  const auto got = caller.get();
+  const auto got = l.ended();
   EXPECT_EQ(got.messages, 1u);
   EXPECT_TRUE(got.completed_awake);
 }
@@ -123,15 +132,14 @@ TEST(caller_wake, a_message_wakes_the_caller_and_the_read_that_carries_it_comple
 TEST(caller_wake, a_message_for_someone_else_sends_the_caller_back_to_sleep) {
   lab l;
   auto& caller = l.start(std::chrono::microseconds{10s});
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   l.send();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::running; }));
+  ASSERT_TRUE(l.reaches(wait_phase::running));
   l.handle_read(false);  // handled, and it was not this caller's
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; })) << "asleep again";
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching)) << "asleep again";
   EXPECT_EQ(caller.wait_for(20ms), std::future_status::timeout);
   EXPECT_EQ(l.complete(), wait_phase::sleeping_watching);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  const auto got = caller.get();
+  const auto got = l.ended();
   EXPECT_EQ(got.messages, 1u);
   EXPECT_FALSE(got.completed_awake);
 }
@@ -140,18 +148,17 @@ TEST(caller_wake, a_message_for_someone_else_sends_the_caller_back_to_sleep) {
 // looked), must not make it give up on the next message's read.
 TEST(caller_wake, reads_handled_during_the_sleep_do_not_cut_the_next_wake_short) {
   lab l;
-  auto& caller = l.start(std::chrono::microseconds{10s});
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  l.start(std::chrono::microseconds{10s});
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   for (int i = 0; i < 3; ++i) {
     l.send();
     l.handle_read(false);  // at once: the caller may or may not have been woken by it
-    ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+    ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   }
   l.send();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::running; })) << "woken by the bytes";
+  ASSERT_TRUE(l.reaches(wait_phase::running)) << "woken by the bytes";
   l.handle_read(true);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  const auto got = caller.get();
+  const auto got = l.ended();
   EXPECT_GE(got.messages, 1u);
   EXPECT_TRUE(got.completed_awake) << "it waited for the read of the bytes that woke it";
 }
@@ -159,10 +166,10 @@ TEST(caller_wake, reads_handled_during_the_sleep_do_not_cut_the_next_wake_short)
 // A read under way (begun, not yet through) keeps the woken caller waiting for it.
 TEST(caller_wake, a_read_under_way_keeps_the_woken_caller_waiting_for_its_end) {
   lab l;
-  auto& caller = l.start(std::chrono::microseconds{10s});
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  l.start(std::chrono::microseconds{10s});
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   l.send();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::running; }));
+  ASSERT_TRUE(l.reaches(wait_phase::running));
   ++l.started;  // the I/O thread took the bytes off the socket and handles them...
   char buf[16];
   ASSERT_GT(::read(l.fds[0], buf, sizeof buf), 0);
@@ -170,40 +177,37 @@ TEST(caller_wake, a_read_under_way_keeps_the_woken_caller_waiting_for_its_end) {
   EXPECT_EQ(l.phase.load(), wait_phase::running) << "nothing queued, but a read under way";
   EXPECT_EQ(l.complete(), wait_phase::running);  // ...and they complete the wait
   l.handled.fetch_add(1);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  EXPECT_TRUE(caller.get().completed_awake);
+  EXPECT_TRUE(l.ended().completed_awake);
 }
 
 TEST(caller_wake, a_read_that_never_comes_ends_the_callers_wait_for_it_after_the_bound) {
   lab l;
   auto& caller = l.start();  // the default bound: 100 µs
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   l.send();  // nobody reads it (an I/O thread that is busy elsewhere)
   EXPECT_EQ(caller.wait_for(50ms), std::future_status::timeout);
   EXPECT_EQ(l.phase.load(), wait_phase::sleeping_watching) << "back to sleep after the bound";
   EXPECT_EQ(l.complete(), wait_phase::sleeping_watching);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(caller.get().messages, 1u) << "woken once: the same bytes do not wake it again (edge-triggered)";
+  EXPECT_EQ(l.ended().messages, 1u) << "woken once: the same bytes do not wake it again (edge-triggered)";
 }
 
 TEST(caller_wake, a_signal_left_by_an_earlier_wait_does_not_end_the_next_one) {
   lab l;
   l.wake->signal();  // an earlier completion that signalled after its caller had returned
   auto& caller = l.start();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   EXPECT_EQ(caller.wait_for(20ms), std::future_status::timeout);
   l.wake->signal();  // and one that comes in the middle of the wait
   EXPECT_EQ(caller.wait_for(20ms), std::future_status::timeout);
   EXPECT_EQ(l.phase.load(), wait_phase::sleeping_watching);
   EXPECT_EQ(l.complete(), wait_phase::sleeping_watching);
-  ASSERT_EQ(caller.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(caller.get().messages, 0u);
+  EXPECT_EQ(l.ended().messages, 0u);
 }
 
 TEST(caller_wake, a_closed_watched_socket_leaves_the_wait_to_the_completion) {
   lab l;
   auto& caller = l.start();
-  ASSERT_TRUE(eventually([&] { return l.phase.load() == wait_phase::sleeping_watching; }));
+  ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
   ::close(l.fds[0]);  // the subscriber reconnects: its socket closes, which ends the registration
   l.fds[0] = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);  // the number may be reused by anything
   EXPECT_EQ(caller.wait_for(20ms), std::future_status::timeout);
