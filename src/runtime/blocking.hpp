@@ -78,9 +78,7 @@ T run_blocking(client_impl& c, std::error_code& ec, Start&& start) {
     if (watch && watch->wake()) {
       st->wake = watch->wake();
       c.watched_waits().fetch_add(1, std::memory_order_relaxed);
-      const auto got = st->wake->wait(st->phase, watch->fd(), {&watched->reads_started(), &watched->reads_handled()});
-      c.watched_wakeups().fetch_add(got.messages, std::memory_order_relaxed);
-      if (got.completed_awake) c.watched_completions().fetch_add(1, std::memory_order_relaxed);
+      st->wake->wait(st->phase, watch->fd(), {&watched->reads_started(), &watched->reads_handled()});
     } else {
       std::unique_lock lock{st->mu};
       auto expected = wait_phase::running;

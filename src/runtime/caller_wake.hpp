@@ -53,6 +53,7 @@ class caller_wake {
   // Wakes the wait (the completion does, when it found the phase sleeping_watching).
   void signal() noexcept;
 
+  // What the wait was (its unit tests look at it).
   struct outcome {
     unsigned messages = 0;         // wake-ups by bytes on the watched socket
     bool completed_awake = false;  // completed while awake after one (no signal was needed)

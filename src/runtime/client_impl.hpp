@@ -136,12 +136,8 @@ class client_impl {
   // The one turn of a client's blocking callers to sleep watching the subscriber's socket
   // (runtime/caller_wake.hpp).
   watch_slot& watch_turn() noexcept { return watch_turn_; }
-  // Waits that watched the subscriber, wake-ups of a watching caller by the socket's bytes, and
-  // waits that completed while the caller was awake after one (no second wake-up needed). For
-  // tests and metrics.
+  // Blocking waits that watched the subscriber (for tests and metrics).
   std::atomic<std::uint64_t>& watched_waits() noexcept { return watched_waits_; }
-  std::atomic<std::uint64_t>& watched_wakeups() noexcept { return watched_wakeups_; }
-  std::atomic<std::uint64_t>& watched_completions() noexcept { return watched_completions_; }
   // Strand only: gives `w` to config::on_warning (or stderr), once per kind per client.
   void warn(warning w, const std::string& message);
 
@@ -171,7 +167,7 @@ class client_impl {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> stopping_{false};
   watch_slot watch_turn_;
-  std::atomic<std::uint64_t> watched_waits_{0}, watched_wakeups_{0}, watched_completions_{0};
+  std::atomic<std::uint64_t> watched_waits_{0};
   unsigned warned_ = 0;  // strand only: bit per warning already given
   std::unordered_map<std::string, std::uintptr_t> undoing_;  // strand only
   std::mutex gate_;  // orders post_or_shutdown against shutdown

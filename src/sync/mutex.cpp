@@ -58,7 +58,7 @@ bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<millisec
   if (!hold) hold = new_hold(c, name_, detail::this_thread_number(), lease_time);
   const auto deadline = detail::deadline_after(wait);
   // A caller whose first attempt found the lock held, and that may wait, watches the
-  // subscriber's socket (runtime/blocking.hpp): its grant or wake-up comes there.
+  // subscriber's socket (runtime/caller_wake.hpp): its grant or wake-up comes there.
   const bool may_wait = !wait || wait->count() > 0;
   auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) -> const transport::link* {
     const bool held = detail::start_acquire_from_caller(c, hold, deadline, std::move(done));
