@@ -78,7 +78,10 @@ T run_blocking(client_impl& c, std::error_code& ec, Start&& start) {
     if (watch && watch->wake()) {
       st->wake = watch->wake();
       c.watched_waits().fetch_add(1, std::memory_order_relaxed);
-      st->wake->wait(st->phase, watch->fd(), {&watched->reads_started(), &watched->reads_handled()});
+      const int fd = watch->fd();
+      st->wake->wait(st->phase, fd,
+                     {&watched->reads_started(), &watched->reads_handled(),
+                      [watched, fd] { return watched->bytes_queued(fd); }});
     } else {
       std::unique_lock lock{st->mu};
       auto expected = wait_phase::running;

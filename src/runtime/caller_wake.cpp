@@ -2,7 +2,6 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <new>
@@ -58,18 +57,6 @@ void caller_wake::drain() noexcept {
   [[maybe_unused]] const auto n = ::read(ev_, &count, sizeof count);
 }
 
-namespace {
-
-// Bytes queued on the socket, not yet read by the I/O thread. (The descriptor may have been
-// closed and its number reused since it was registered: then this reads another file, or
-// fails; either way only the caller's brief wait is misjudged.)
-bool bytes_queued(int fd) noexcept {
-  int n = 0;
-  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
-}
-
-}  // namespace
-
 caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watched_fd, read_progress reads,
                                        std::chrono::microseconds bound) {
   outcome out;
@@ -109,7 +96,7 @@ caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watch
     while (phase.load(std::memory_order_acquire) != wait_phase::done && std::chrono::steady_clock::now() < until) {
       const auto handled = reads.handled->load(std::memory_order_acquire);
       if (handled != woken_at && reads.started->load(std::memory_order_acquire) == handled &&
-          !bytes_queued(watched_fd)) {
+          !reads.queued()) {
         break;
       }
       std::this_thread::yield();
@@ -132,11 +119,12 @@ watch_scope::watch_scope(watch_slot& slot, const transport::link& watched) noexc
     return;
   }
   slot_ = &slot;
+  watched_ = &watched;
   wake_ = slot.wake;
 }
 
 watch_scope::~watch_scope() {
-  if (fd_ >= 0) transport::link::unwatch(wake_->epoll_fd(), fd_);
+  if (fd_ >= 0) watched_->unwatch(wake_->epoll_fd(), fd_);
   if (slot_ != nullptr) slot_->taken.store(false, std::memory_order_release);
 }
 

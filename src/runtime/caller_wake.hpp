@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace dlock::transport {
@@ -29,10 +30,12 @@ namespace dlock::detail {
 // What a caller in run_blocking is doing, for the completion that may have to wake it.
 enum class wait_phase : int { running, sleeping, sleeping_watching, done };
 
-// The watched connection's reads: begun and handled so far (link::reads_started/reads_handled).
+// The watched connection's reads: begun and handled so far (link::reads_started/reads_handled),
+// and whether bytes are queued on its socket, not yet read (link::bytes_queued).
 struct read_progress {
   const std::atomic<std::uint64_t>* started;
   const std::atomic<std::uint64_t>* handled;
+  std::function<bool()> queued;
 };
 
 // An eventfd and an epoll set holding it, in which a caller sleeps with a watched socket. A
@@ -90,6 +93,7 @@ class watch_scope {
 
  private:
   watch_slot* slot_ = nullptr;
+  const transport::link* watched_ = nullptr;
   std::shared_ptr<caller_wake> wake_;
   int fd_ = -1;
 };

@@ -1,6 +1,7 @@
 #include "transport/link.hpp"
 
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 
 #include <asio/bind_executor.hpp>
 #include <asio/connect.hpp>
@@ -96,10 +97,20 @@ int link::watch(int epfd) const {
   return ::epoll_ctl(epfd, EPOLL_CTL_ADD, watch_fd_, &ev) == 0 ? watch_fd_ : -1;
 }
 
-// Without the lock: the descriptor is either still this registration's socket, or closed (which
-// ended the registration), or reused by a file this set never registered (ENOENT).
-void link::unwatch(int epfd, int fd) noexcept {
-  if (fd >= 0) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+// Under the lock, and only while the descriptor is still the socket up: close_stream() clears
+// watch_fd_ before it closes the socket (and the close ends the registration), so neither call
+// touches a descriptor that is closing or has been reused. (A reconnect may reuse the number for
+// its socket; that one is not registered here: DEL fails with ENOENT, FIONREAD reads the new
+// socket, and only the caller's brief wait is misjudged.)
+void link::unwatch(int epfd, int fd) const noexcept {
+  std::lock_guard lock{peer_mu_};
+  if (fd >= 0 && fd == watch_fd_) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+bool link::bytes_queued(int fd) const noexcept {
+  std::lock_guard lock{peer_mu_};
+  int n = 0;
+  return fd >= 0 && fd == watch_fd_ && ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 void link::close_stream() {

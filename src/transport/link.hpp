@@ -92,7 +92,10 @@ class link : public std::enable_shared_from_this<link> {
   // or -1 (no connection up, or epoll_ctl failed). The registration ends with unwatch(), or by
   // itself when the socket is closed (thread-safe).
   int watch(int epfd) const;
-  static void unwatch(int epfd, int fd) noexcept;
+  void unwatch(int epfd, int fd) const noexcept;
+  // Whether bytes are queued on the registered socket `fd`, not yet read by the I/O thread;
+  // false once that socket is closed (thread-safe).
+  bool bytes_queued(int fd) const noexcept;
   // Reads begun and reads handled so far (counted on the strand when on_read starts and ends;
   // read from any thread): a thread woken by watch() learns from them whether the I/O thread
   // is handling what woke it.

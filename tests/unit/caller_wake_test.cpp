@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -61,7 +62,11 @@ struct lab {
   // The caller: waits on another thread, with `bound` as the wait for the read's end.
   std::future<caller_wake::outcome>& start(std::chrono::microseconds bound = caller_wake::handled_wait_max) {
     caller = std::async(std::launch::async, [this, bound] {
-      return wake->wait(phase, fds[0], {&started, &handled}, bound);
+      const auto queued = [fd = fds[0]] {
+        int n = 0;
+        return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+      };
+      return wake->wait(phase, fds[0], {&started, &handled, queued}, bound);
     });
     return caller;
   }
