@@ -71,6 +71,9 @@ caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watch
     }
     epoll_event events[2];
     const int n = ::epoll_wait(ep_, events, 2, -1);  // bounded: the completion always comes, and signals
+    // The reads handled when the bytes woke this caller, taken before it says it is awake
+    // (below): a read handled from then on may be the one that carries them.
+    const auto woken_at = reads.handled->load(std::memory_order_acquire);
     bool message = false;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == ev_) {
@@ -90,8 +93,9 @@ caller_wake::outcome caller_wake::wait(std::atomic<wait_phase>& phase, int watch
     // this wake-up, with none under way and no bytes left queued. (The I/O thread may have
     // taken the bytes off the socket and not yet begun to handle them: the first condition
     // waits for that. Handled is loaded first: a read that begins or ends between the two
-    // loads makes them differ, and the next turn looks again.)
-    const auto woken_at = reads.handled->load(std::memory_order_acquire);
+    // loads makes them differ, and the next turn looks again. A read handled between the
+    // wake-up and `woken_at`'s load, which did carry the bytes, makes this wait last the bound,
+    // unless that read completed the wait.)
     const auto until = std::chrono::steady_clock::now() + bound;
     while (phase.load(std::memory_order_acquire) != wait_phase::done && std::chrono::steady_clock::now() < until) {
       const auto handled = reads.handled->load(std::memory_order_acquire);

@@ -149,22 +149,30 @@ TEST(caller_wake, a_message_for_someone_else_sends_the_caller_back_to_sleep) {
   EXPECT_FALSE(got.completed_awake);
 }
 
-// Reads handled while the caller slept, without waking it (the bytes were read before epoll
-// looked), must not make it give up on the next message's read.
+// Reads handled while the caller slept, without waking it (their bytes were read before epoll
+// looked), must not make it give up on the next message's read: it counts from its wake-up.
+// The I/O thread of this test has taken the next message's bytes off the socket and not yet
+// begun to handle them (no read under way, nothing queued): only a read handled since the
+// wake-up lets the caller go back to sleep.
 TEST(caller_wake, reads_handled_during_the_sleep_do_not_cut_the_next_wake_short) {
   lab l;
   l.start(std::chrono::microseconds{10s});
   ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
-  for (int i = 0; i < 3; ++i) {
-    l.send();
-    l.handle_read(false);  // at once: the caller may or may not have been woken by it
-    ASSERT_TRUE(l.reaches(wait_phase::sleeping_watching));
+  for (int i = 0; i < 3; ++i) {  // reads of earlier messages, handled while it sleeps
+    ++l.started;
+    l.handled.fetch_add(1);
   }
   l.send();
   ASSERT_TRUE(l.reaches(wait_phase::running)) << "woken by the bytes";
-  l.handle_read(true);
+  char buf[16];
+  ASSERT_GT(::read(l.fds[0], buf, sizeof buf), 0);  // taken off the socket, not yet begun
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(l.phase.load(), wait_phase::running) << "still waiting for the read since its wake-up";
+  ++l.started;
+  EXPECT_EQ(l.complete(), wait_phase::running);
+  l.handled.fetch_add(1);
   const auto got = l.ended();
-  EXPECT_GE(got.messages, 1u);
+  EXPECT_EQ(got.messages, 1u);
   EXPECT_TRUE(got.completed_awake) << "it waited for the read of the bytes that woke it";
 }
 
