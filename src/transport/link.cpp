@@ -2,9 +2,12 @@
 
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <asio/bind_executor.hpp>
-#include <asio/connect.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
 #include <random>
@@ -149,14 +152,35 @@ void link::connect() {
       [self = shared_from_this(), gen](std::error_code ec, asio::ip::tcp::resolver::results_type eps) {
         if (gen != self->gen_) return;
         if (ec) return self->drop(map_connect_error(ec));
-        auto s = self->stream_;
-        asio::async_connect(s->socket(), eps,
-                            [self, gen, s](std::error_code cec, const asio::ip::tcp::endpoint&) {
-                              if (gen != self->gen_) return;
-                              if (cec) return self->drop(map_connect_error(cec));
-                              self->on_connected(gen);
-                            });
+        auto all = std::make_shared<std::vector<asio::ip::tcp::endpoint>>(eps.begin(), eps.end());
+        self->connect_to(gen, std::move(all), 0, asio::error::host_not_found);
       });
+}
+
+// Tries the resolved endpoints in turn. Each socket is opened close-on-exec here, which asio's
+// own open (and asio::async_connect, which reopens per endpoint) does not do: a child that the
+// application starts (fork and exec: batch jobs start children) would otherwise keep this
+// connection open after this process died — to Redis still a live client, whose subscriber
+// would go on hearing grants for waiters that are gone.
+void link::connect_to(std::uint64_t gen, std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps,
+                      std::size_t at, std::error_code last) {
+  if (at >= eps->size()) return drop(map_connect_error(last));
+  const auto& ep = (*eps)[at];
+  auto s = stream_;
+  std::error_code ec;
+  s->socket().close(ec);
+  const int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) return drop(map_connect_error(std::error_code{errno, std::system_category()}));
+  s->socket().assign(ep.protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return drop(map_connect_error(ec));
+  }
+  s->socket().async_connect(ep, [self = shared_from_this(), gen, s, eps = std::move(eps), at](std::error_code cec) mutable {
+    if (gen != self->gen_) return;
+    if (cec) return self->connect_to(gen, std::move(eps), at + 1, cec);
+    self->on_connected(gen);
+  });
 }
 
 void link::on_connected(std::uint64_t gen) {

@@ -134,6 +134,8 @@ class link : public std::enable_shared_from_this<link> {
   enum class handshake_reply : std::uint8_t { required, fence, identify };
 
   void connect();
+  void connect_to(std::uint64_t gen, std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t at,
+                  std::error_code last);
   void on_connected(std::uint64_t gen);
   void send_handshake();
   void on_handshake_reply(const reply& r);

@@ -8,11 +8,18 @@
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
+#include <dirent.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <thread>
 
 #include "dlock/client.hpp"
+#include "dlock/mutex.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
@@ -341,6 +348,52 @@ TEST(connection, shutdown_completes_pending_calls_with_shutdown) {
   c->shutdown();  // idempotent
   c.reset();
   srv.resume();
+}
+
+// The sockets among the open descriptors of process `pid`.
+int sockets_of(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) {
+    char target[256];
+    const auto len = ::readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    if (len > 0 && std::string_view{target, static_cast<std::size_t>(len)}.starts_with("socket:")) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+// A child the application starts (fork and exec) must not keep the client's connections open:
+// after this process died, Redis would still see a live client, and its subscriber would go on
+// hearing grants for waiters that are gone. Every connection is up here: the command
+// connection, the caller's channel, and the subscriber of a waiting lock.
+TEST(connection, a_child_process_inherits_none_of_the_clients_connections) {
+  dlock::test::redis_server srv;
+  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
+  const auto name = dlock::test::unique_name("lock");
+  dlock::mutex h{holder, name}, w{waiter, name};
+  h.lock();
+  auto t = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    w.lock(ec);
+    if (!ec) w.unlock(ec);
+    return ec;
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+  ASSERT_GE(sockets_of(::getpid()), 5) << "both clients' connections are open in this process";
+  pid_t child = -1;
+  char sleep_path[] = "/bin/sleep", sleep_arg[] = "30";
+  char* args[] = {sleep_path, sleep_arg, nullptr};
+  ASSERT_EQ(::posix_spawn(&child, sleep_path, nullptr, nullptr, args, environ), 0);
+  const int inherited = sockets_of(child);  // posix_spawn returns after the exec
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(inherited, 0);
+  h.unlock();
+  ASSERT_EQ(t.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(t.get());
 }
 
 }  // namespace
