@@ -22,6 +22,7 @@
 #include "dlock/mutex.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
+#include "queued_waiter.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -381,7 +382,7 @@ TEST(connection, a_child_process_inherits_none_of_the_clients_connections) {
     if (!ec) w.unlock(ec);
     return ec;
   });
-  ASSERT_TRUE(dlock::test::wait_until([&] { return waiter.impl().waiters().channels() == 1; }, 5s));
+  dlock::test::await_queued_waiter(srv, waiter, name);  // its subscriber is up and subscribed
   ASSERT_GE(sockets_of(::getpid()), 5) << "both clients' connections are open in this process";
   pid_t child = -1;
   char sleep_path[] = "/bin/sleep", sleep_arg[] = "30";
