@@ -5,7 +5,8 @@
 // that connection: the caller sleeps in epoll on an eventfd and on the connection's socket
 // (edge-triggered), so the message wakes it together with the I/O thread that handles it,
 // instead of the I/O thread waking it afterwards — two wake-ups of an idle CPU in a row, the
-// larger part of a hand-off (W3 in docs/benchmarks.md). Woken so, it yields until a read has
+// larger part of a hand-off (W3 in docs/benchmarks.md). Of the two the I/O thread is woken first
+// (the caller's registration is exclusive: link::watch). Woken so, it yields until a read has
 // been handled since, none is under way and no bytes are left queued (a few microseconds once
 // the I/O thread runs; handled_wait_max at most); if the operation is not complete by then, it
 // sleeps again. This is a race the caller wins or loses: if the I/O thread has handled the

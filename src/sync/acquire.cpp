@@ -350,16 +350,15 @@ class acquire_op final : public waiter,
     hold_->count.fetch_add(1);
     hold_->token = g.token;
     c_.watchdog().add_granted(hold_, start, window);
-    auto& c = c_;  // finish() may let this op go
-    auto hold = hold_;
-    auto confirm = encode_confirm();
+    // The caller goes on first: the confirmation's request is built after finish(), which
+    // would let this op go but for `self`.
+    auto self = shared_from_this();
     finish({});
     // Confirmed a fifth of the window after the grant (before the watchdog's fallback renewal
     // at half, well before the trusted time ends): a holder that releases sooner needs no
     // confirmation at all — its release ends the grant — so a short critical section costs the
     // unlock's script alone, and the confirmation never competes with the hand-off for the server.
-    confirm_later(c, std::move(hold), std::move(confirm),
-                  std::max(start + window / 5 - clock::now(), clock::duration::zero()));
+    confirm_later(c_, hold_, encode_confirm(), std::max(start + window / 5 - clock::now(), clock::duration::zero()));
   }
 
   // Confirms after `delay` unless the hold was released (or lost) by then; while a release is

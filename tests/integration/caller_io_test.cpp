@@ -4,7 +4,11 @@
 // call, and renewals racing releases.
 #include <gtest/gtest.h>
 
+#include <sys/epoll.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <regex>
 #include <thread>
@@ -34,6 +38,23 @@ std::vector<std::string> client_ids(const dlock::test::redis_server& srv, const 
     ids.push_back((*it)[1]);
   }
   return ids;
+}
+
+// Registrations made with EPOLLEXCLUSIVE in this process's epoll sets (/proc/self/fdinfo lists
+// each one as "tfd: <fd> events: <mask in hex> ...").
+int exclusive_registrations() {
+  int n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator{"/proc/self/fd"}) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(fd.path(), ec).string() != "anon_inode:[eventpoll]" || ec) continue;
+    std::ifstream info{"/proc/self/fdinfo/" + fd.path().filename().string()};
+    for (std::string line; std::getline(info, line);) {
+      const auto at = line.find("events:");
+      if (line.rfind("tfd:", 0) != 0 || at == std::string::npos) continue;
+      if (std::stoul(line.substr(at + 7), nullptr, 16) & EPOLLEXCLUSIVE) ++n;
+    }
+  }
+  return n;
 }
 
 std::int64_t exists(dlock::client& c, const std::string& key) {
@@ -164,6 +185,25 @@ TEST(caller_io, a_waiting_lock_watches_the_subscriber_for_its_grant) {
   EXPECT_EQ(done.load(), 2);
   EXPECT_EQ(most.load(), 1);
   EXPECT_EQ(exists(a, name), 0);
+}
+
+// The watching caller's registration is exclusive, which makes the kernel wake it after the I/O
+// thread (whose registration is not): the thread with the message to handle is woken first. It
+// ends with the wait.
+TEST(caller_io, a_watching_caller_is_woken_after_the_io_thread) {
+  watch_lab l;
+  auto& [srv, name, a, b, ma, mb] = l;
+  EXPECT_EQ(exclusive_registrations(), 0);
+  ma.lock();
+  auto waiter = l.b_takes_and_releases();
+  ASSERT_NO_FATAL_FAILURE(dlock::test::await_queued_waiter(srv, b, name));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return exclusive_registrations() == 1; }, 5s))
+      << "the waiting caller watches the subscriber's socket, exclusively";
+  EXPECT_EQ(b.impl().watched_waits().load(), 1u);
+  ma.unlock();
+  ASSERT_EQ(waiter.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(waiter.get());
+  EXPECT_EQ(exclusive_registrations(), 0) << "the watch ends with the wait";
 }
 
 // The watched socket closes under a waiting caller (the subscriber's connection is killed): the
