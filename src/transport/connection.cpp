@@ -67,6 +67,15 @@ void connection::flush() {
   want_write();
 }
 
+void connection::flush_now() {
+  if (completing_ != 0 || !ready() || stopped()) return;
+  {
+    std::lock_guard lock{mu_};
+    if (incoming_.empty()) return;
+  }
+  flush();  // the posted flush, when its turn comes, finds nothing more (or what came since)
+}
+
 void connection::fill_write(std::string& out) {
   const completing walk{completing_};
   pipe_.take_writes(out, generation_);

@@ -138,6 +138,44 @@ TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
   EXPECT_LT(conn.writes() - before, 16u) << "still batched, not a write per request";
 }
 
+// An operation's step posted to the strand (client_impl::post_start) sends what it submitted
+// when it ends, not after the flush that the submit posted, which a probe posted ahead of that
+// flush would see; steps queued together still leave in one write, sent by the last of them.
+TEST(connection, a_posted_step_sends_its_request_when_it_ends_and_steps_queued_together_share_a_write) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  c.ping();
+  auto& impl = c.impl();
+  auto& conn = impl.connection();
+  std::atomic<int> answered{0};
+  auto ping = [&] {
+    conn.submit(dlock::resp::encode_command({"PING"}), 5s, [&](std::error_code ec, dlock::reply) {
+      if (!ec) ++answered;
+    });
+  };
+  std::promise<std::uint64_t> alone, together;
+  std::uint64_t before = 0;  // strand only
+  ASSERT_TRUE(impl.post_if_running([&] {
+    before = conn.writes();
+    asio::post(impl.strand(), [&] { alone.set_value(conn.writes() - before); });  // ahead of the flush
+    ping();
+  }));
+  auto written = alone.get_future();
+  ASSERT_EQ(written.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(written.get(), 1u) << "the step's request left when the step ended";
+  ASSERT_TRUE(dlock::test::wait_until([&] { return answered.load() == 1; }, 5s));
+
+  asio::post(impl.strand(), [&] {
+    before = conn.writes();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(impl.post_if_running(ping));
+    asio::post(impl.strand(), [&] { together.set_value(conn.writes() - before); });
+  });
+  written = together.get_future();
+  ASSERT_EQ(written.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(written.get(), 1u) << "three steps queued together, one write";
+  EXPECT_TRUE(dlock::test::wait_until([&] { return answered.load() == 4; }, 5s));
+}
+
 // Handlers that the pipeline runs while it walks its queues (here: requests timing out against
 // a stopped server) may submit many requests: those wait for the posted flush instead of
 // being written into the queue being walked (connection::completing_) — no write happens
