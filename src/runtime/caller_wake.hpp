@@ -12,8 +12,9 @@
 // sleeps again. This is a race the caller wins or loses: if the I/O thread has handled the
 // message before the caller looks, epoll does not report the bytes (they are gone), and the
 // completion's signal wakes the caller as before.
-// One caller per client watches at a time (a message wakes every thread that watches), with
-// the client's one eventfd and epoll set (watch_slot); the others sleep on a condition variable.
+// One caller per client watches at a time (a message wakes one exclusive watcher of a socket,
+// link::watch: a second watcher would mostly not be woken by it), with the client's one
+// eventfd and epoll set (watch_slot); the others sleep on a condition variable.
 #pragma once
 
 #include <atomic>

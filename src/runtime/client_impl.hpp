@@ -143,17 +143,23 @@ class client_impl {
   // Asks the server's maxmemory-policy once, in the background (warnings.cpp).
   void check_eviction_policy();
   // Posts an operation's step to the strand. Once it has run, if no other is queued behind it,
-  // what it submitted leaves at once (connection::flush_now) instead of after the posted
-  // flush's turn; steps queued together (the next steps of fifty lockers, made by one read's
-  // replies) still leave in one write, sent by the last of them.
+  // what it submitted goes out at once (connection::flush_now) instead of after the posted
+  // flush's turn. Steps queued together (the next steps of fifty lockers, made by one read's
+  // replies) are not sent one by one: the last of them sends what they submitted. (A step
+  // that throws leaves its requests to the posted flush.)
   template <class Fn>
   void post_start(Fn fn) {
     starts_queued_.fetch_add(1, std::memory_order_relaxed);
-    asio::post(strand_, [this, fn = std::move(fn)]() mutable {
+    try {
+      asio::post(strand_, [this, fn = std::move(fn)]() mutable {
+        starts_queued_.fetch_sub(1, std::memory_order_relaxed);
+        fn();
+        if (starts_queued_.load(std::memory_order_relaxed) == 0) conn_->flush_now();
+      });
+    } catch (...) {
       starts_queued_.fetch_sub(1, std::memory_order_relaxed);
-      fn();
-      if (starts_queued_.load(std::memory_order_relaxed) == 0) conn_->flush_now();
-    });
+      throw;
+    }
   }
 
  private:

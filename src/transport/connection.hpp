@@ -49,11 +49,12 @@ class connection final : public link {
   // (link.hpp, "Fencing"; set before start()).
   void when_unfenced(std::function<void(const std::string&)> fn) { on_unfenced_ = std::move(fn); }
 
-  // Sends what the strand has submitted now, without waiting for the posted flush's turn
+  // Moves what the strand has submitted into the pipeline now and writes it unless a write is
+  // in progress (then it goes with the next), without waiting for the posted flush's turn
   // (strand only; nothing while a pipeline walk is in progress, or while not connected). For
-  // the end of a strand handler after which nothing else is known to submit (see
-  // client_impl::post_or_shutdown): the flush's turn would cost the I/O thread a round through
-  // its scheduler, and a poll of its reactor, before the request leaves.
+  // the end of a strand handler after which nothing else is known to submit
+  // (client_impl::post_start): the flush's turn would cost the I/O thread a round through its
+  // scheduler, and a poll of its reactor, before the request leaves.
   void flush_now();
 
   // Requests queued or in flight (strand only; for tests and metrics).

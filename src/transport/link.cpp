@@ -95,11 +95,9 @@ int link::watch(int epfd) const {
   std::lock_guard lock{peer_mu_};
   if (watch_fd_ < 0) return -1;
   epoll_event ev{};
+  // Exclusive: woken after the I/O thread (header). A kernel before 4.5 ignores the flag.
   ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
   ev.data.fd = watch_fd_;
-  if (::epoll_ctl(epfd, EPOLL_CTL_ADD, watch_fd_, &ev) == 0) return watch_fd_;
-  if (errno != EINVAL) return -1;
-  ev.events = EPOLLIN | EPOLLET;  // a kernel before 4.5: without the order (header)
   return ::epoll_ctl(epfd, EPOLL_CTL_ADD, watch_fd_, &ev) == 0 ? watch_fd_ : -1;
 }
 

@@ -88,11 +88,13 @@ class link : public std::enable_shared_from_this<link> {
   // For a thread that sleeps until something this connection's messages complete (a blocking
   // acquire waiting for its grant, on the subscriber): registers the socket up now in the
   // epoll set `epfd`, edge-triggered, so that the thread wakes when bytes arrive — at the same
-  // time as the I/O thread that handles them, not after it. Exclusive (EPOLLEXCLUSIVE): the
-  // kernel wakes a socket's exclusive waiters after the others, so the I/O thread, which has the
-  // message to handle, is woken first — and placed on the CPU of the sender's write, which a
-  // wake-up goes to while that CPU runs nothing else; the watcher, woken second, goes to another
-  // CPU. Returns the descriptor registered, or -1 (no connection up, or epoll_ctl failed). The
+  // time as the I/O thread that handles them, not after it. Exclusive (EPOLLEXCLUSIVE): Linux
+  // queues exclusive waiters behind the others on the socket (an implementation detail, not
+  // the flag's contract, which is only "at least one exclusive waiter wakes"), so the I/O
+  // thread, which has the message to handle, is woken first. Observed in W3 (docs/benchmarks.md):
+  // the scheduler then mostly puts the I/O thread on the CPU that ran Redis' write and the
+  // watcher on another; the other way round, the I/O thread waited for an idle CPU to wake.
+  // Returns the descriptor registered, or -1 (no connection up, or epoll_ctl failed). The
   // registration ends with unwatch(), or by itself when the socket is closed (thread-safe).
   int watch(int epfd) const;
   void unwatch(int epfd, int fd) const noexcept;
