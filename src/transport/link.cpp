@@ -111,10 +111,14 @@ void link::unwatch(int epfd, int fd) const noexcept {
   if (fd >= 0 && fd == watch_fd_) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
 }
 
+bool bytes_readable(int fd) noexcept {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 bool link::bytes_queued(int fd) const noexcept {
   std::lock_guard lock{peer_mu_};
-  int n = 0;
-  return fd >= 0 && fd == watch_fd_ && ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+  return fd >= 0 && fd == watch_fd_ && bytes_readable(fd);
 }
 
 void link::close_stream() {

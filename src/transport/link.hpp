@@ -57,6 +57,9 @@ struct client_identity {
 // before 6.2).
 std::optional<client_identity> parse_client_info(const reply& r);
 
+// Whether bytes wait unread on socket `fd` (FIONREAD); false when it cannot be asked.
+bool bytes_readable(int fd) noexcept;
+
 class link : public std::enable_shared_from_this<link> {
  public:
   using executor_type = asio::strand<asio::io_context::executor_type>;

@@ -125,24 +125,11 @@ TEST(caller_io, a_waiter_whose_first_attempt_went_over_the_channel_is_woken_by_t
 
 // Hand-offs from client a to client b on one lock, b's waits watching its subscriber
 // (runtime/caller_wake.hpp). b re-checks only every 20 s: the grant must reach it.
-struct watch_lab {
-  explicit watch_lab(const std::string& b_extra = "")
-      : a{config_for(srv)}, b{config_for(srv, "recheck=20s" + b_extra)}, ma{a, name}, mb{b, name} {
+struct watch_lab : dlock::test::holder_and_waiter {
+  explicit watch_lab(const std::string& b_extra = "") : holder_and_waiter{"", "recheck=20s" + b_extra} {
     b.ping();  // the command connection is up (the caller's channel follows it), and the subscriber:
     EXPECT_TRUE(dlock::test::wait_until([&] { return b.impl().subscriber().connected(); }, 5s));
   }
-  // b takes the lock on another thread (bounded, should the test fail half-way) and releases it.
-  std::future<bool> b_takes_and_releases() {
-    return std::async(std::launch::async, [this] {
-      if (!mb.try_lock_for(10s)) return false;
-      mb.unlock();
-      return true;
-    });
-  }
-  dlock::test::redis_server srv;
-  const std::string name = dlock::test::unique_name("lock");
-  dlock::client a, b;
-  dlock::mutex ma, mb;
 };
 
 // A waiter whose first attempt found the lock held sleeps watching the subscriber's socket,

@@ -118,10 +118,8 @@ TEST(mutex, works_with_std_lock_guards_and_scoped_lock) {
 }
 
 TEST(mutex, try_lock_for_returns_within_its_stated_slop) {
-  dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex h{holder, name}, w{waiter, name};
+  dlock::test::holder_and_waiter l;
+  auto& [srv, name, holder, waiter, h, w] = l;
   h.lock();
   for (auto wait : {0ms, 50ms, 300ms}) {
     const auto start = steady::now();
@@ -139,10 +137,8 @@ TEST(mutex, try_lock_for_returns_within_its_stated_slop) {
 // A waiter is woken by the unlock message, within milliseconds, not by the holder's 30 s lease
 // or the 3 s re-check.
 TEST(mutex, hands_off_by_pub_sub_within_milliseconds) {
-  dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex h{holder, name}, w{waiter, name};
+  dlock::test::holder_and_waiter l;
+  auto& [srv, name, holder, waiter, h, w] = l;
   for (int round = 0; round < 5; ++round) {
     h.lock();
     std::promise<steady::time_point> acquired_at;
@@ -487,10 +483,8 @@ TEST(mutex, the_next_in_line_takes_over_a_hand_off_nobody_claims) {
 // window until its confirmation (sent in the background) sets its own lease. Each hand-off costs
 // the release and the confirmation.
 TEST(mutex, an_unlock_grants_the_lock_to_the_waiter_it_names) {
-  dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=20s")};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex h{holder, name}, w{waiter, name};
+  dlock::test::holder_and_waiter l{"", "recheck=20s"};
+  auto& [srv, name, holder, waiter, h, w] = l;
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round);
     h.lock();
@@ -604,10 +598,8 @@ TEST(mutex, a_grant_nobody_takes_ends_with_its_window_and_a_re_check_finds_the_l
 // A grant is trusted no longer than the waiter's own lease, which its confirmation sets on the
 // lock: a lease shorter than the releaser's window must not be trusted for the window.
 TEST(mutex, a_granted_hold_is_trusted_no_longer_than_its_own_lease) {
-  dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv, "handoff=5s")}, waiter{config_for(srv, "recheck=20s")};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex h{holder, name}, w{waiter, name};
+  dlock::test::holder_and_waiter l{"handoff=5s", "recheck=20s"};
+  auto& [srv, name, holder, waiter, h, w] = l;
   h.lock();
   std::promise<std::chrono::milliseconds> left_at_start;
   std::promise<void> expired;
@@ -712,11 +704,9 @@ TEST(mutex, a_lease_dropped_just_before_its_client_is_destroyed_is_released) {
 
 // A waiter that gives up leaves the queue at once, so no unlock names it.
 TEST(mutex, a_waiter_that_times_out_leaves_the_queue) {
-  dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv)};
-  const auto name = dlock::test::unique_name("lock");
+  dlock::test::holder_and_waiter l;
+  auto& [srv, name, holder, waiter, h, w] = l;
   const auto queue = "dlock_lock_waiters:{" + name + "}";
-  dlock::mutex h{holder, name}, w{waiter, name};
   h.lock();
   EXPECT_FALSE(w.try_lock_for(300ms));
   EXPECT_TRUE(dlock::test::wait_until([&] { return srv.command({"EXISTS", queue}) == ":0"; }, 1s));
@@ -728,10 +718,8 @@ TEST(mutex, a_waiter_that_times_out_leaves_the_queue) {
 // The unlock message is published while the waiter's subscriber connection is down: the waiter
 // still acquires, by the re-check after resubscribing.
 TEST(mutex, lost_unlock_message_costs_latency_not_a_hang) {
-  dlock::test::redis_server srv;
-  dlock::client holder{config_for(srv)}, waiter{config_for(srv, "recheck=500ms")};
-  const auto name = dlock::test::unique_name("lock");
-  dlock::mutex h{holder, name}, w{waiter, name};
+  dlock::test::holder_and_waiter l{"", "recheck=500ms"};
+  auto& [srv, name, holder, waiter, h, w] = l;
   h.lock();
   auto t = on_thread([&] { return w.try_lock_for(20s); });
   ASSERT_TRUE(dlock::test::wait_until(

@@ -2,10 +2,10 @@
 // socketpair here, no network), woken by the completion or by bytes on the socket, against a
 // stand-in for the I/O thread that handles them.
 #include "runtime/caller_wake.hpp"
+#include "transport/link.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,10 +62,7 @@ struct lab {
   // The caller: waits on another thread, with `bound` as the wait for the read's end.
   std::future<caller_wake::outcome>& start(std::chrono::microseconds bound = caller_wake::handled_wait_max) {
     caller = std::async(std::launch::async, [this, bound] {
-      const auto queued = [fd = fds[0]] {
-        int n = 0;
-        return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
-      };
+      const auto queued = [fd = fds[0]] { return dlock::transport::bytes_readable(fd); };
       return wake->wait(phase, fds[0], {&started, &handled, queued}, bound);
     });
     return caller;
