@@ -8,64 +8,18 @@
 //
 // Prints one JSON object: {"system": "floor-pair", "n", "p50_us", "p99_us", "mean_us", ...}.
 // `--samples` writes each pair's latency (µs), one per line. Exits 1 on any unexpected reply.
-#include <hiredis/hiredis.h>
-
 #include <cstdio>
 #include <exception>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "common.hpp"
 #include "dlock/keys.hpp"
+#include "floor.hpp"
 #include "scripts/script.hpp"
 
-namespace {
-
-struct free_reply {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using reply_ptr = std::unique_ptr<redisReply, free_reply>;
-
-class conn {
- public:
-  conn(const std::string& host, int port) : c_{redisConnect(host.c_str(), port)} {
-    if (c_ == nullptr || c_->err != 0) {
-      throw std::runtime_error("connect: " + std::string{c_ != nullptr ? c_->errstr : "no memory"});
-    }
-  }
-  ~conn() { redisFree(c_); }
-  conn(const conn&) = delete;
-  conn& operator=(const conn&) = delete;
-
-  // One command, argv as given; throws on a connection error.
-  reply_ptr command(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    argv.reserve(args.size());
-    lens.reserve(args.size());
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    reply_ptr r{static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()))};
-    if (!r) throw std::runtime_error("command: " + std::string{c_->errstr});
-    return r;
-  }
-
- private:
-  redisContext* c_;
-};
-
-void load(conn& c, const dlock::scripts::script& s) {
-  auto r = c.command({"SCRIPT", "LOAD", std::string{s.text}});
-  if (r->type != REDIS_REPLY_STRING || std::string{r->str, r->len} != s.sha1) {
-    throw std::runtime_error("SCRIPT LOAD " + std::string{s.name} + " returned an unexpected SHA");
-  }
-}
-
-}  // namespace
+using bench::plain::conn;
+using bench::plain::load;
 
 int main(int argc, char** argv) {
   try {

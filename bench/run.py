@@ -71,6 +71,7 @@ def script_commands():
 # no client sent them. W3 and W4 count the commands clients send (the rest, minus INFO).
 SCRIPT_INTERNAL = {
     "dlock": script_commands(),
+    "floor-w3": script_commands(),                   # dlock's own scripts (bench/floor_w3.cpp)
     "redis-py": {"get", "del"},                      # release script; acquire is a plain SET NX PX
     "node-redlock": {"exists", "set", "get", "del"},  # lock and unlock scripts
 }
@@ -421,6 +422,8 @@ class Runner:
                       "--start-at", str(at), "--id", str(i)]
             if system == "dlock":
                 cmds.append([self.bin("dlock_load"), "w3", "--url", self.url] + common)
+            elif system == "floor-w3":
+                cmds.append([self.bin("dlock_floor_w3"), "--host", "127.0.0.1", "--port", str(self.a.port)] + common)
             elif system == "redis-py":
                 cmds.append([PY, os.path.join(HERE, "peers", "redis_py_peer.py"), "w3", "--port",
                              str(self.a.port), "--poll", "0.001"] + common)
@@ -467,6 +470,14 @@ class Runner:
         put("acquisitions", len(events))
         put("commands_per_acq", sum(sent.values()) / len(events) if events else float("nan"))
         self.w3_raw[system] = {"wait": waits, "handoff": handoffs}
+        self.cur.setdefault("w3_acq_per_s", {})[system] = rate
+
+    def w3_finish(self, rep):
+        """dlock's W3 rate over the floor's, both of this repetition."""
+        got = self.cur.get("w3_acq_per_s", {})
+        if "dlock" not in got or "floor-w3" not in got:
+            raise BenchError("W3 needs both dlock and its floor in the repetition")
+        self.res.put("w3", "dlock", "acq_vs_floor", got["dlock"] / got["floor-w3"])
 
     # ---- W4 -----------------------------------------------------------------------------------
 
@@ -647,7 +658,7 @@ class Runner:
         reps = self.size["reps"]
         w1_systems = ["ping", "floor-pair", "dlock"] + self.peers()
         w2_systems = ["dlock-async", "dlock-threads"] + self.peers()
-        w3_systems = ["dlock"] + self.peers()
+        w3_systems = ["floor-w3", "dlock"] + self.peers()
         self.load_avg = os.getloadavg()
         self.load_avgs = []
         for rep in range(reps):
@@ -667,6 +678,7 @@ class Runner:
                     self.step("W2 %dx50 %s" % (procs, s), self.w2, s, procs, rep)
             for s in rot(w3_systems):
                 self.step("W3 " + s, self.w3, s, rep)
+            self.step("W3 statistics", self.w3_finish, rep)
             self.step("W4 dlock", self.w4, rep)
             self.step("W5 dlock", self.w5, rep)
             self.step("W6 dlock", self.w6, rep)
@@ -851,6 +863,10 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
                 rows.append("| W2 | %d×50, dlock %s ÷ best peer (%s), medians | %s× | > 1 | %s |" % (
                     procs, label, best[0], fmt(ratio, 3), verdict(ratio, lambda x: x > 1.0)))
     row("W3", "acquisitions/s ÷ 1/(hold + 2 RTT)", "w3", "dlock", "acq_vs_ideal", "≥ 0.90", ok_ge(0.90), digits=3)
+    rows.append("| W3 | the floor's (`dlock_floor_w3`) acquisitions/s ÷ 1/(hold + 2 RTT) | %s | reported | — |" %
+                cell(res, "w3", "floor-w3", "acq_vs_ideal", 3))
+    rows.append("| W3 | dlock's acquisitions/s ÷ the floor's, per repetition | %s× | reported | — |" %
+                cell(res, "w3", "dlock", "acq_vs_floor", 3))
     row("W3", "hand-off p50 in RTTs", "w3", "dlock", "handoff_p50_rtt", "≤ 3", ok_le(3.0), digits=3)
     row("W3", "Jain fairness of per-process acquisitions", "w3", "dlock", "jain", "≥ 0.95", ok_ge(0.95), digits=3)
     row("W4", "commands sent per hand-off (200 waiters, 20 processes), steady state", "w4", "dlock",
@@ -972,7 +988,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
     add("| system | acq/s ÷ 1/(hold+2 RTT) | same with the measured hold | hand-off p50 | hand-off p99 | Jain | acquisitions/s | wait p50 | wait p99 | commands sent per acquisition | mean hold | overlaps |")
     add("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for s in ["dlock"] + runner.peers():
+    for s in ["floor-w3", "dlock"] + runner.peers():
         if not res.get("w3", s, "acq_per_s"):
             continue
         add("| %s | %s | %s | %s RTT = %s µs | %s RTT = %s µs | %s | %s | %s µs | %s µs | %s | %s µs | %s |" % (
@@ -995,7 +1011,12 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "(every process runs with a 1 µs timer slack, see Machine). "
         "The peers poll: redis-py `acquire(sleep=0.001)`, redlock `retryDelay: 1, retryJitter: 0, "
         "retryCount: -1` (their defaults, 100 ms and 200 ± 100 ms with 10 retries, would be far slower "
-        "here); dlock waits on the unlock channel.")
+        "here); dlock waits on the unlock channel. floor-w3 (`bench/floor_w3.cpp`) is W3's floor: "
+        "dlock's own scripts and waiter protocol (a queued waiter that takes grants, the same arguments) "
+        "over two plain hiredis connections, one thread that sends and then sleeps in `poll()` on the "
+        "socket its answer comes on, and parses it itself — no I/O thread, no watchdog, no timers: what a "
+        "hand-off costs the server and the wake-ups between processes, which no client of this protocol "
+        "goes below.")
     add("")
 
     # ---- W4
@@ -1143,7 +1164,7 @@ def read_samples(paths):
     return out
 
 
-COLORS = {"floor-pair": "#555555", "dlock-sync": "#1f77b4", "dlock-async": "#17becf", "dlock": "#1f77b4",
+COLORS = {"floor-pair": "#555555", "floor-w3": "#555555", "dlock-sync": "#1f77b4", "dlock-async": "#17becf", "dlock": "#1f77b4",
           "dlock-threads": "#aec7e8", "redis-py": "#d62728", "node-redlock": "#2ca02c"}
 
 
@@ -1212,7 +1233,7 @@ def plots(runner, plot_dir):
 
     # W3: throughput, wait and hand-off distributions
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
-    systems = [s for s in ["dlock"] + runner.peers() if s in runner.w3_raw]
+    systems = [s for s in ["floor-w3", "dlock"] + runner.peers() if s in runner.w3_raw]
     meds = [res.med("w3", s, "acq_per_s") for s in systems]
     errs = [[m - res.spread("w3", s, "acq_per_s")[0] for s, m in zip(systems, meds)],
             [res.spread("w3", s, "acq_per_s")[1] - m for s, m in zip(systems, meds)]]
@@ -1255,16 +1276,17 @@ def check(runner):
         want += [("w1", s, "p50_us"), ("w1", s, "p99_us"), ("w1", s, "p50_vs_floor")]
     for s in ["dlock-async", "dlock-threads"] + runner.peers():
         want += [("w2", s, "1x50_pairs_per_s"), ("w2", s, "4x50_pairs_per_s"), ("w2", s, "1x50_vs_floor")]
-    for s in ["dlock"] + runner.peers():
+    for s in ["floor-w3", "dlock"] + runner.peers():
         want += [("w3", s, m) for m in ("acq_per_s", "wait_p50_us", "wait_p99_us", "handoff_p50_us",
                                         "handoff_p99_us", "jain")]
+    want.append(("w3", "dlock", "acq_vs_floor"))
     want += [("w4", "dlock", m) for m in ("commands_per_handoff", "steady_commands_per_handoff",
                                           "subscribe_errors", "handoffs")]
     want += [("w5", "dlock", m) for m in ("lost", "scripts_per_100_holds_per_period", "rss_per_lock")]
     want += [("w6", s, m) for s in ("dlock", "dlock-perlock", "dlock-nofence") for m in ("bytes_per_lock",)]
     positive = {"rtt_us", "pairs_per_s", "p50_us", "p99_us", "1x50_pairs_per_s", "4x50_pairs_per_s",
                 "acq_per_s", "wait_p50_us", "wait_p99_us", "jain", "handoffs", "commands_per_handoff",
-                "steady_commands_per_handoff",
+                "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor"}
     problems = ["step failed: " + e for e in res.errors]
     for w, s, m in want:
@@ -1281,7 +1303,7 @@ def check(runner):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--bin", required=True, help="directory of dlock_floor_pair, dlock_bench_pair, dlock_load")
+    p.add_argument("--bin", required=True, help="directory of dlock_floor_pair, dlock_floor_w3, dlock_bench_pair, dlock_load")
     p.add_argument("--work", required=True, help="scratch directory (samples; the --quick report)")
     p.add_argument("--reps", type=int, default=0)
     p.add_argument("--quick", action="store_true")
