@@ -36,7 +36,7 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       // submit commands, so the scheduler and the reactor must keep their locks.
       ioc_{cfg_.io_threads == 1 ? ASIO_CONCURRENCY_HINT_1 : ASIO_CONCURRENCY_HINT_DEFAULT},
       work_{asio::make_work_guard(ioc_)},
-      strand_{asio::make_strand(ioc_)},
+      strand_{transport::make_executor(ioc_, cfg_.io_threads)},
       linger_timer_{strand_} {
   ec = cfg_.validate(reason);
   std::shared_ptr<asio::ssl::context> tls;

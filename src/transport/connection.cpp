@@ -28,7 +28,7 @@ void connection::submit_on(std::uint64_t generation, std::string payload, clock:
       // the link's state, so it is asked first); not from a handler the pipeline completes
       // while it walks its queues (a push would invalidate the walk); and only while
       // connected: flush() then never completes a request (it would inside this call).
-      if (incoming_.size() >= early_write_batch && get_executor().running_in_this_thread() &&
+      if (incoming_.size() >= early_write_batch && running_in(get_executor()) &&
           completing_ == 0 && ready() && !stopped()) {
         lock.unlock();
         return flush();

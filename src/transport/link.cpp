@@ -11,6 +11,7 @@
 #include <asio/post.hpp>
 #include <asio/write.hpp>
 #include <random>
+#include <typeinfo>
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
@@ -109,6 +110,20 @@ int link::watch(int epfd) const {
 void link::unwatch(int epfd, int fd) const noexcept {
   std::lock_guard lock{peer_mu_};
   if (fd >= 0 && fd == watch_fd_) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+executor_type make_executor(asio::io_context& ioc, unsigned threads) {
+  if (threads == 1) return ioc.get_executor();
+  return asio::make_strand(ioc);
+}
+
+bool running_in(const executor_type& ex) noexcept {
+  // Asio 1.22's any_executor::target<T>() casts without checking the type: checked here.
+  using plain = asio::io_context::executor_type;
+  using strand = asio::strand<plain>;
+  if (ex.target_type() == typeid(plain)) return ex.target<plain>()->running_in_this_thread();
+  if (ex.target_type() == typeid(strand)) return ex.target<strand>()->running_in_this_thread();
+  return false;
 }
 
 bool bytes_readable(int fd) noexcept {

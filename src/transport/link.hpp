@@ -23,6 +23,7 @@
 // runs on the link's strand. A link lives in a shared_ptr: pending operations keep it alive.
 #pragma once
 
+#include <asio/any_io_executor.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/ssl.hpp>
@@ -60,9 +61,21 @@ std::optional<client_identity> parse_client_info(const reply& r);
 // Whether bytes wait unread on socket `fd` (FIONREAD); false when it cannot be asked.
 bool bytes_readable(int fd) noexcept;
 
+// The executor on which a client's links and the runtime above them do all their work, one
+// sequence: with one thread running the io_context (config::io_threads, default 1), the
+// io_context's own executor, whose handlers that thread runs one at a time; with several, a
+// strand of it. Without a strand a completion (a read's, a timer's) runs as the reactor hands
+// it over, not after one more round of the scheduler, each a poll of the reactor (an
+// epoll_wait) before it: W1 async, docs/benchmarks.md. Called "the strand" throughout.
+using executor_type = asio::any_io_executor;
+executor_type make_executor(asio::io_context& ioc, unsigned threads);
+// Whether the calling thread runs `ex`'s handlers now: inside the strand, or the one thread
+// running the io_context.
+bool running_in(const executor_type& ex) noexcept;
+
 class link : public std::enable_shared_from_this<link> {
  public:
-  using executor_type = asio::strand<asio::io_context::executor_type>;
+  using executor_type = transport::executor_type;
   using clock = std::chrono::steady_clock;
 
   // `strand` serializes this link's work; a client shares one strand between its links and the

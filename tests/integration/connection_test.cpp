@@ -110,9 +110,13 @@ TEST(connection, pipelines_many_threads_and_matches_every_reply) {
 // Many requests submitted by handlers on the strand in one turn (an asynchronous program's
 // next commands, made by the replies of one read) leave before the turn ends, in order, so the
 // server starts on them while the rest are made (connection::early_write_batch).
-TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
+// With one I/O thread the client's handlers run on the io_context's own executor, with several
+// on a strand of it (transport::make_executor): both.
+void submits_many_in_one_turn(unsigned io_threads) {
   dlock::test::redis_server srv;
-  dlock::client c{config_for(srv)};
+  auto cfg = config_for(srv);
+  cfg.io_threads = io_threads;
+  dlock::client c{cfg};
   c.ping();
   auto& conn = c.impl().connection();
   constexpr int n = 64;
@@ -136,6 +140,14 @@ TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
   EXPECT_EQ(out_of_order, 0);
   EXPECT_EQ(failed, 0);
   EXPECT_LT(conn.writes() - before, 16u) << "still batched, not a write per request";
+}
+
+TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
+  submits_many_in_one_turn(1);
+}
+
+TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order_with_several_io_threads) {
+  submits_many_in_one_turn(3);
 }
 
 // An operation's step posted to the strand (client_impl::post_start) sends what it submitted

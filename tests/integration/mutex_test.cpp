@@ -1322,3 +1322,75 @@ TEST(mutex, a_throwing_on_lost_callback_does_not_stop_the_client) {
 }
 
 }  // namespace
+
+// With several I/O threads the client's work runs on a strand (transport::make_executor): threads
+// of one client on the blocking API and chains on the asynchronous one take turns on one name,
+// never two at once, and every turn ends released.
+TEST(mutex, a_client_with_several_io_threads_excludes_its_own_threads_and_chains) {
+  dlock::test::redis_server srv;
+  auto cfg = config_for(srv);
+  cfg.io_threads = 3;
+  dlock::client c{cfg};
+  const auto name = dlock::test::unique_name("lock");
+  constexpr int threads = 4, chains = 2, turns = 15;
+  std::atomic<int> inside{0}, overlaps{0}, failures{0}, done_turns{0};
+  auto critical = [&] {
+    if (inside.fetch_add(1) != 0) ++overlaps;
+    std::this_thread::sleep_for(1ms);
+    inside.fetch_sub(1);
+  };
+  std::vector<std::future<void>> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.push_back(std::async(std::launch::async, [&] {
+      dlock::mutex m{c, name};
+      for (int i = 0; i < turns; ++i) {
+        std::error_code ec;
+        if (!m.try_lock_for(10s, ec)) {
+          ++failures;
+          return;
+        }
+        critical();
+        m.unlock(ec);
+        if (ec) ++failures;
+        ++done_turns;
+      }
+    }));
+  }
+  // A chain: async_lock_for, then in its handler (on an I/O thread) the critical section and
+  // async_unlock, whose handler starts the next turn.
+  struct chain {
+    dlock::mutex m;
+    int left;
+    std::promise<void> finished;
+  };
+  std::vector<std::unique_ptr<chain>> cs;
+  std::function<void(chain&)> turn = [&](chain& ch) {
+    ch.m.async_lock_for(10s, [&](std::error_code ec, dlock::lease l) {
+      if (ec) {
+        ++failures;
+        return ch.finished.set_value();
+      }
+      critical();
+      auto held = std::make_shared<dlock::lease>(std::move(l));
+      held->async_unlock([&, held](std::error_code uec) {
+        if (uec) ++failures;
+        ++done_turns;
+        if (--ch.left == 0) return ch.finished.set_value();
+        turn(ch);
+      });
+    });
+  };
+  for (int i = 0; i < chains; ++i) {
+    cs.push_back(std::make_unique<chain>(chain{dlock::mutex{c, name}, turns, {}}));
+    turn(*cs.back());
+  }
+  for (auto& w : workers) {
+    ASSERT_EQ(w.wait_for(60s), std::future_status::ready);
+    w.get();
+  }
+  for (auto& ch : cs) ASSERT_EQ(ch->finished.get_future().wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(done_turns.load(), (threads + chains) * turns);
+  EXPECT_EQ(exists(c, name), 0);
+}

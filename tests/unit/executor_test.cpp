@@ -1,0 +1,82 @@
+// The client's executor (transport::make_executor) and the check whether the calling thread runs
+// its handlers now (transport::running_in), for both forms: the io_context's own executor (one
+// I/O thread) and a strand of it (several).
+#include <gtest/gtest.h>
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+#include <asio/system_executor.hpp>
+#include <future>
+#include <thread>
+#include <vector>
+
+#include "transport/link.hpp"
+
+namespace {
+
+using dlock::transport::executor_type;
+using dlock::transport::make_executor;
+using dlock::transport::running_in;
+
+// Whether a handler posted to `ex` finds running_in(ex) true, and whether a handler posted to
+// `other` (running on the same io_context, outside `ex`) finds it false.
+struct seen {
+  bool inside = false;
+  bool from_other = true;
+};
+
+seen look(asio::io_context& ioc, unsigned threads, const executor_type& ex, const executor_type& other) {
+  seen s;
+  std::promise<void> a, b;
+  asio::post(ex, [&] {
+    s.inside = running_in(ex);
+    a.set_value();
+  });
+  asio::post(other, [&] {
+    s.from_other = running_in(ex);
+    b.set_value();
+  });
+  std::vector<std::thread> ts;
+  for (unsigned i = 0; i < threads; ++i) ts.emplace_back([&] { ioc.run(); });
+  a.get_future().wait();
+  b.get_future().wait();
+  for (auto& t : ts) t.join();
+  return s;
+}
+
+TEST(executor, one_thread_gets_the_io_contexts_own_executor_and_knows_when_it_runs_it) {
+  asio::io_context ioc{1};
+  const auto ex = make_executor(ioc, 1);
+  EXPECT_TRUE(ex.target_type() == typeid(asio::io_context::executor_type));
+  EXPECT_FALSE(running_in(ex));  // this thread does not run the io_context
+  const auto s = look(ioc, 1, ex, ex);
+  EXPECT_TRUE(s.inside);
+  EXPECT_TRUE(s.from_other);  // one thread: every handler of the io_context is in the sequence
+}
+
+TEST(executor, several_threads_get_a_strand_and_a_handler_outside_it_is_not_in_it) {
+  asio::io_context ioc{2};
+  const auto ex = make_executor(ioc, 2);
+  EXPECT_TRUE((ex.target_type() == typeid(asio::strand<asio::io_context::executor_type>)));
+  EXPECT_FALSE(running_in(ex));
+  const executor_type other = ioc.get_executor();  // the io_context, not the strand
+  const auto s = look(ioc, 2, ex, other);
+  EXPECT_TRUE(s.inside);
+  EXPECT_FALSE(s.from_other);
+}
+
+// Asio 1.22's any_executor::target<T>() casts without checking the type: an executor of a third
+// kind must not be read as one of the two (a strand of a strand read as a strand reads garbage).
+TEST(executor, an_executor_of_another_kind_is_not_mistaken_for_one_of_the_two) {
+  asio::io_context ioc{1};
+  const executor_type odd = asio::make_strand(asio::make_strand(ioc));
+  EXPECT_FALSE(running_in(odd));
+  std::promise<bool> inside;
+  asio::post(odd, [&] { inside.set_value(running_in(odd)); });
+  std::thread t{[&] { ioc.run(); }};
+  EXPECT_FALSE(inside.get_future().get());
+  t.join();
+}
+
+}  // namespace
