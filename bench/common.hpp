@@ -207,4 +207,37 @@ inline void write_samples(const std::string& path, const std::vector<double>& us
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+// W3's record of one process: each acquisition as [call, acquired, unlock call, unlock
+// returned] (the shared clock, ns), printed as bench/run.py reads it.
+class w3_events {
+ public:
+  void add(std::int64_t call, std::int64_t acquired, std::int64_t unlock_call, std::int64_t unlocked) {
+    if (events_.size() > 1) events_ += ',';
+    events_ += "[" + std::to_string(call) + "," + std::to_string(acquired) + "," + std::to_string(unlock_call) +
+               "," + std::to_string(unlocked) + "]";
+  }
+  void emit(const std::string& out, const std::string& system, std::int64_t id, std::int64_t start,
+            std::int64_t deadline, std::int64_t errors) const {
+    bench::emit(out, json{}
+                         .field("system", system)
+                         .field("id", id)
+                         .field("start", start)
+                         .field("deadline", deadline)
+                         .field("errors", errors)
+                         .raw("events", events_ + "]")
+                         .str());
+  }
+
+ private:
+  std::string events_ = "[";
+};
+
+// Sleeps until --start-at (a shared-clock time in ns common to the processes of a workload;
+// absent: now) and returns the start: that time, or now if it has passed.
+inline std::int64_t start_line(const options& opt) {
+  const auto at = opt.integer("start-at", 0);
+  sleep_until_ns(at);
+  return at > 0 ? std::max(at, mono_ns()) : mono_ns();
+}
+
 }  // namespace bench

@@ -3,8 +3,10 @@
 // dlock's try_lock_for and unlock (a queued waiter that takes grants, fenced by the shared
 // counter, a 100 ms hand-off window), over two plain hiredis connections (synchronous API): one
 // for the scripts, one subscribed to this process's waiter channel and the lock's channel. One
-// thread, which sends, then sleeps in poll() on the socket its answer comes on and parses it
-// itself: no I/O thread, no hand-off between threads, no watchdog, no timers. What a hand-off
+// thread, which sends, then sleeps until its answer comes — in a blocking read for a script's
+// reply, in poll() on the subscribed socket for a message — and parses it itself: no I/O
+// thread, no hand-off between threads, no watchdog, no timers, no confirmation of a grant (dlock
+// confirms one a fifth of the window after it, which W3's 1 ms holds never reach). What a hand-off
 // costs here is the server's work and the wake-ups between processes, which no client library
 // can go below; dlock's W3 ÷ this one is what the library adds.
 //
@@ -14,9 +16,14 @@
 // Loop: attempt (the first one enters the queue); while not acquired, wait for a message: a grant
 // `=<ticket> ...` names this waiter: it holds the lock; its bare ticket (the lock kept for it):
 // attempt again as the named waiter; `0` on the lock's channel (free to all) or no message
-// within the re-check interval: attempt again. Past the end it leaves the queue. Then hold,
+// within the re-check interval: attempt again. A stand-by (`-<ticket>`, the next in line behind
+// a hand-off kept for another) is ignored: it waits on for its own message or the re-check,
+// where dlock re-checks when the window has passed (with grants, which W3 makes, nothing is
+// kept, so none comes). Past the end it leaves the queue. Then hold,
 // unlock, think. Prints the same JSON as `dlock_load w3` (system "floor").
 // Exits 1 on a connection error or a reply the protocol does not have.
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <random>
@@ -83,11 +90,9 @@ int main(int argc, char** argv) {
     const auto tag = static_cast<std::uint64_t>(std::random_device{}() | 1u);
     std::uint32_t next_ticket = 0;
 
-    const std::int64_t at = opt.integer("start-at", 0);
-    bench::sleep_until_ns(at);
-    const auto t0 = at > 0 ? std::max(at, bench::mono_ns()) : bench::mono_ns();
+    const auto t0 = bench::start_line(opt);
     const auto deadline = t0 + static_cast<std::int64_t>(opt.number("seconds", 10) * 1e9);
-    std::string events = "[";
+    bench::w3_events events;
     std::int64_t errors = 0;
 
     // The attempt's reply: true when it holds the lock ({0, token}); false when another holds
@@ -148,20 +153,10 @@ int main(int argc, char** argv) {
                             "1", window, "", mode});
       const auto unlocked = bench::mono_ns();
       if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1) ++errors;
-      if (events.size() > 1) events += ',';
-      events += "[" + std::to_string(call) + "," + std::to_string(got) + "," + std::to_string(unlock_call) + "," +
-                std::to_string(unlocked) + "]";
+      events.add(call, got, unlock_call, unlocked);
       bench::sleep_ns(think);
     }
-    events += "]";
-    bench::emit(opt.str("out"), bench::json{}
-                                    .field("system", "floor")
-                                    .field("id", opt.integer("id", 0))
-                                    .field("start", t0)
-                                    .field("deadline", deadline)
-                                    .field("errors", errors)
-                                    .raw("events", events)
-                                    .str());
+    events.emit(opt.str("out"), "floor", opt.integer("id", 0), t0, deadline, errors);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_floor_w3: %s\n", e.what());

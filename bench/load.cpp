@@ -50,12 +50,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::int64_t start_line(const bench::options& opt) {
-  const auto at = opt.integer("start-at", 0);
-  bench::sleep_until_ns(at);
-  return at > 0 ? std::max(at, bench::mono_ns()) : bench::mono_ns();
-}
-
 std::int64_t seconds_ns(const bench::options& opt, double fallback) {
   return static_cast<std::int64_t>(opt.number("seconds", fallback) * 1e9);
 }
@@ -111,7 +105,7 @@ int w2(const bench::options& opt) {
   dlock::client client{dlock::config::from_uri(opt.required("url"))};
   client.ping();
   std::int64_t pairs = 0, errors = 0;
-  const auto t0 = start_line(opt);
+  const auto t0 = bench::start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 3);
   if (mode == "async") {
     std::vector<std::unique_ptr<async_locker>> ls;
@@ -176,9 +170,9 @@ int w3(const bench::options& opt) {
   dlock::client client{dlock::config::from_uri(opt.required("url"))};
   dlock::mutex m{client, opt.required("name")};
   client.ping();
-  const auto t0 = start_line(opt);
+  const auto t0 = bench::start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 10);
-  std::string events = "[";
+  bench::w3_events events;
   std::int64_t errors = 0;
   for (;;) {
     const auto call = bench::mono_ns();
@@ -195,20 +189,10 @@ int w3(const bench::options& opt) {
     m.unlock(ec);
     const auto unlocked = bench::mono_ns();
     if (ec) ++errors;
-    if (events.size() > 1) events += ',';
-    events += "[" + std::to_string(call) + "," + std::to_string(acquired) + "," +
-              std::to_string(unlock_call) + "," + std::to_string(unlocked) + "]";
+    events.add(call, acquired, unlock_call, unlocked);
     bench::sleep_ns(think);
   }
-  events += "]";
-  bench::emit(opt.str("out"), bench::json{}
-                                  .field("system", "dlock")
-                                  .field("id", opt.integer("id", 0))
-                                  .field("start", t0)
-                                  .field("deadline", deadline)
-                                  .field("errors", errors)
-                                  .raw("events", events)
-                                  .str());
+  events.emit(opt.str("out"), "dlock", opt.integer("id", 0), t0, deadline, errors);
   return 0;
 }
 
@@ -226,7 +210,7 @@ int w4(const bench::options& opt) {
   dlock::client client{dlock::config::from_uri(opt.required("url"))};
   const auto name = opt.required("name");
   client.ping();
-  const auto t0 = start_line(opt);
+  const auto t0 = bench::start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 10);
   // Acquisitions within [count-from, count-to) (shared clock), for a steady-state window.
   const auto count_from = opt.integer("count-from", 0);

@@ -665,7 +665,7 @@ class Runner:
             log("repetition %d of %d" % (rep + 1, reps))
             self.cur, self.ping_chunks, self.rep_samples = {}, [], {}
             self.load_avgs.append(os.getloadavg())
-            rot = lambda xs, k=0: xs[(rep + k) % len(xs):] + xs[:(rep + k) % len(xs)]
+            rot = lambda xs, k=0: (xs[(rep + k) % len(xs):] + xs[:(rep + k) % len(xs)]) if xs else xs
             # W1 and the PING floor in chunks, the systems alternating chunk by chunk, so that a
             # change of the machine's state during the repetition hits all of them alike.
             for chunk in range(self.size["w1_chunks"]):
@@ -676,7 +676,8 @@ class Runner:
             for procs in (1, 4):
                 for s in rot(w2_systems):
                     self.step("W2 %dx50 %s" % (procs, s), self.w2, s, procs, rep)
-            for s in rot(w3_systems):
+            # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
+            for s in rot(w3_systems[:2]) + rot(w3_systems[2:]):
                 self.step("W3 " + s, self.w3, s, rep)
             self.step("W3 statistics", self.w3_finish, rep)
             self.step("W4 dlock", self.w4, rep)
@@ -865,8 +866,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     row("W3", "acquisitions/s ÷ 1/(hold + 2 RTT)", "w3", "dlock", "acq_vs_ideal", "≥ 0.90", ok_ge(0.90), digits=3)
     rows.append("| W3 | the floor's (`dlock_floor_w3`) acquisitions/s ÷ 1/(hold + 2 RTT) | %s | reported | — |" %
                 cell(res, "w3", "floor-w3", "acq_vs_ideal", 3))
-    rows.append("| W3 | dlock's acquisitions/s ÷ the floor's, per repetition | %s× | reported | — |" %
-                cell(res, "w3", "dlock", "acq_vs_floor", 3))
+    rows.append("| W3 | dlock's acquisitions/s ÷ the floor's, per repetition | %s | reported | — |" %
+                cell(res, "w3", "dlock", "acq_vs_floor", 3, "×"))
     row("W3", "hand-off p50 in RTTs", "w3", "dlock", "handoff_p50_rtt", "≤ 3", ok_le(3.0), digits=3)
     row("W3", "Jain fairness of per-process acquisitions", "w3", "dlock", "jain", "≥ 0.95", ok_ge(0.95), digits=3)
     row("W4", "commands sent per hand-off (200 waiters, 20 processes), steady state", "w4", "dlock",
@@ -1271,6 +1272,7 @@ def plots(runner, plot_dir):
 def check(runner):
     """Every workload ran and produced numbers (not judged). Returns the list of problems."""
     res = runner.res
+    problems_extra = []
     want = [("floor", "ping", "rtt_us"), ("floor", "c50", "pairs_per_s"), ("w1", "floor-pair", "p50_us")]
     for s in ["dlock-sync", "dlock-async"] + runner.peers():
         want += [("w1", s, "p50_us"), ("w1", s, "p99_us"), ("w1", s, "p50_vs_floor")]
@@ -1280,6 +1282,12 @@ def check(runner):
         want += [("w3", s, m) for m in ("acq_per_s", "wait_p50_us", "wait_p99_us", "handoff_p50_us",
                                         "handoff_p99_us", "jain")]
     want.append(("w3", "dlock", "acq_vs_floor"))
+    # The floor and dlock must also have kept the lock exclusive and reported no errors.
+    for s in ("floor-w3", "dlock"):
+        for m in ("overlaps", "errors"):
+            vals = res.get("w3", s, m)
+            if vals and any(v != 0 for v in vals):
+                problems_extra.append("w3 %s: %s is not 0 (%s)" % (s, m, vals))
     want += [("w4", "dlock", m) for m in ("commands_per_handoff", "steady_commands_per_handoff",
                                           "subscribe_errors", "handoffs")]
     want += [("w5", "dlock", m) for m in ("lost", "scripts_per_100_holds_per_period", "rss_per_lock")]
@@ -1288,7 +1296,7 @@ def check(runner):
                 "acq_per_s", "wait_p50_us", "wait_p99_us", "jain", "handoffs", "commands_per_handoff",
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor"}
-    problems = ["step failed: " + e for e in res.errors]
+    problems = ["step failed: " + e for e in res.errors] + problems_extra
     for w, s, m in want:
         vals = res.get(w, s, m)
         if not vals:

@@ -141,18 +141,21 @@ void client_impl::shutdown(std::error_code& ec) {
   // order). Then stop both links and wait until each has failed its pending work with
   // errc::shutdown, so no handler is left behind when the io_context stops.
   std::promise<void> drained;
-  asio::post(strand_, [this, &drained] {
+  // The sweep goes round twice: posted from here it could run before what a handler on the I/O
+  // thread posted just before stopped_ was set (without a strand, with one I/O thread, those
+  // posts join the io_context's queue only when that handler returns: link.hpp,
+  // make_executor). Posted again from the I/O thread, it runs after them.
+  auto sweep = [this, &drained] {
     watchdog_->stop();
     waiters_->set_linger({}, {});  // waiters that leave now unsubscribe at once
     waiters_->drop_lingering();
     linger_timer_.cancel();
     auto ops = ops_;  // abort() untracks
     for (auto* op : ops) op->abort(errc::shutdown);
-    if (!conn_->connected()) return drained.set_value();
     const auto bound = std::min<std::chrono::milliseconds>(cfg_.command_timeout, std::chrono::milliseconds{250});
-    conn_->submit(resp::encode_command({"PING"}), bound,
-                  [&drained](std::error_code, reply) { drained.set_value(); });
-  });
+    drain(std::chrono::steady_clock::now() + bound, drained);
+  };
+  asio::post(strand_, [this, sweep] { asio::post(strand_, sweep); });
   drained.get_future().wait();
   std::promise<void> conn_done, sub_done;
   conn_->stop();
@@ -165,6 +168,20 @@ void client_impl::shutdown(std::error_code& ec) {
   ioc_.stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
+}
+
+// A reply can make more requests after the sweep's PING was queued — a NOSCRIPT's reload and
+// resend of the script (a give-back's, or the acquisition it gives back), an undo that answers
+// an attempt's reply — and the PING's reply would not wait for them: the acquisition could then
+// reach the server without its give-back. So ping again behind them, until a PING finds nothing
+// unanswered after it (or the bound).
+void client_impl::drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!conn_->connected() || now >= until) return drained.set_value();
+  conn_->submit(resp::encode_command({"PING"}), until - now, [this, until, &drained](std::error_code ec, reply) {
+    if (!ec && conn_->unanswered() > 0) return drain(until, drained);
+    drained.set_value();
+  });
 }
 
 void client_impl::fence_caller_channel(std::uint64_t redis_client_id) {

@@ -12,6 +12,7 @@
 #include "dlock/error.hpp"
 #include <asio/io_context.hpp>
 #include <atomic>
+#include <future>
 #include <memory>
 #include <thread>
 #include <unordered_map>
@@ -168,6 +169,9 @@ class client_impl {
   std::error_code init_error_;
   mutable asio::io_context ioc_;  // mutable: get_executor() is non-const in Asio
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  // Shutdown: PINGs behind what was sent until a PING's reply finds nothing submitted after it
+  // unanswered, or `until`; then sets `drained` (strand only).
+  void drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained);
   transport::link::executor_type strand_;  // all of this client's state lives on it
   std::shared_ptr<transport::connection> conn_;
   std::shared_ptr<transport::subscriber> sub_;

@@ -67,6 +67,11 @@ void connection::flush() {
   want_write();
 }
 
+std::size_t connection::unanswered() const {
+  std::lock_guard lock{mu_};
+  return incoming_.size() + pending();
+}
+
 void connection::flush_now() {
   if (completing_ != 0 || !ready() || stopped()) return;
   {

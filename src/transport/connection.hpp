@@ -59,6 +59,9 @@ class connection final : public link {
 
   // Requests queued or in flight (strand only; for tests and metrics).
   std::size_t pending() const noexcept { return pipe_.queued() + pipe_.in_flight(); }
+  // Requests submitted and not yet answered: those in the batch not yet flushed, too (strand
+  // only; shutdown's drain).
+  std::size_t unanswered() const;
 
  private:
   void on_ready() override;
@@ -89,7 +92,7 @@ class connection final : public link {
   void on_deadline();
   std::error_code waiting_error() const;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<request> incoming_;  // guarded by mu_
   bool flush_posted_ = false;      // guarded by mu_
   bool closed_ = false;            // guarded by mu_

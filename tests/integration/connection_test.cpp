@@ -113,16 +113,17 @@ TEST(connection, pipelines_many_threads_and_matches_every_reply) {
 // With one I/O thread the client's handlers run on the io_context's own executor, with several
 // on a strand of it (transport::make_executor): both.
 void submits_many_in_one_turn(unsigned io_threads) {
+  // Before the client: its handlers refer to these until it has stopped.
+  constexpr int n = 64;
+  std::promise<std::uint64_t> writes_in_turn;
+  std::promise<void> all_done;
+  int next = 0, out_of_order = 0, failed = 0;  // strand only
   dlock::test::redis_server srv;
   auto cfg = config_for(srv);
   cfg.io_threads = io_threads;
   dlock::client c{cfg};
   c.ping();
   auto& conn = c.impl().connection();
-  constexpr int n = 64;
-  std::promise<std::uint64_t> writes_in_turn;
-  std::promise<void> all_done;
-  int next = 0, out_of_order = 0, failed = 0;  // strand only
   const auto before = conn.writes();
   asio::post(c.impl().strand(), [&] {
     for (int i = 0; i < n; ++i) {
@@ -423,6 +424,10 @@ int sockets_of(pid_t pid) {
 TEST(connection, a_child_process_inherits_none_of_the_clients_connections) {
   dlock::test::holder_and_waiter l;
   auto& [srv, name, holder, waiter, h, w] = l;
+  // Both command connections up first: a call made while its client still connects goes through
+  // the strand, not the caller's channel (slow builds, e.g. ASan, got there before the handshake).
+  holder.ping();
+  waiter.ping();
   h.lock();
   auto t = l.b_takes_and_releases();
   dlock::test::await_queued_waiter(srv, waiter, name);  // its subscriber is up and subscribed

@@ -6,9 +6,9 @@
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/strand.hpp>
-#include <asio/system_executor.hpp>
 #include <future>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 #include "transport/link.hpp"
