@@ -143,6 +143,9 @@ class client_impl {
  private:
   // Asks the server's maxmemory-policy once, in the background (warnings.cpp).
   void check_eviction_policy();
+  // Shutdown: PINGs behind what was sent until a PING's reply finds nothing submitted after it
+  // unanswered, or `until`; then sets `drained` (strand only).
+  void drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained);
   // Posts an operation's step to the strand. Once it has run, if no other is queued behind it,
   // what it submitted goes out at once (connection::flush_now) instead of after the posted
   // flush's turn. Steps queued together (the next steps of fifty lockers, made by one read's
@@ -169,9 +172,6 @@ class client_impl {
   std::error_code init_error_;
   mutable asio::io_context ioc_;  // mutable: get_executor() is non-const in Asio
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  // Shutdown: PINGs behind what was sent until a PING's reply finds nothing submitted after it
-  // unanswered, or `until`; then sets `drained` (strand only).
-  void drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained);
   transport::link::executor_type strand_;  // all of this client's state lives on it
   std::shared_ptr<transport::connection> conn_;
   std::shared_ptr<transport::subscriber> sub_;

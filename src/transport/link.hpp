@@ -64,9 +64,11 @@ bool bytes_readable(int fd) noexcept;
 // The executor on which a client's links and the runtime above them do all their work, one
 // sequence: with one thread running the io_context (config::io_threads, default 1), the
 // io_context's own executor, whose handlers that thread runs one at a time; with several, a
-// strand of it. Without a strand a completion (a read's, a timer's) runs as the reactor hands
-// it over, not after one more round of the scheduler, each a poll of the reactor (an
-// epoll_wait) before it: W1 async, docs/benchmarks.md. Called "the strand" throughout.
+// strand of it. A strand there cost rounds of the scheduler (a handler posted into a running
+// strand makes its invoker post itself again), each a poll of the reactor (an epoll_wait): W1
+// async, docs/benchmarks.md. Without it, what a handler posts joins the queue when that handler
+// returns, behind what other threads posted meanwhile (client_impl::shutdown allows for it).
+// Called "the strand" throughout.
 using executor_type = asio::any_io_executor;
 executor_type make_executor(asio::io_context& ioc, unsigned threads);
 // Whether the calling thread runs `ex`'s handlers now: inside the strand, or the one thread
