@@ -69,7 +69,7 @@ void connection::flush() {
 
 std::size_t connection::unanswered() const {
   std::lock_guard lock{mu_};
-  return incoming_.size() + pending();
+  return incoming_.size() + pipe_.queued() + pipe_.in_flight();
 }
 
 void connection::flush_now() {

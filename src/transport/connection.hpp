@@ -57,10 +57,8 @@ class connection final : public link {
   // scheduler, and a poll of its reactor, before the request leaves.
   void flush_now();
 
-  // Requests queued or in flight (strand only; for tests and metrics).
-  std::size_t pending() const noexcept { return pipe_.queued() + pipe_.in_flight(); }
-  // Requests submitted and not yet answered: those in the batch not yet flushed, too (strand
-  // only; shutdown's drain).
+  // Requests submitted and not yet answered: in the batch not yet flushed, queued or in flight
+  // (strand only; shutdown's drain).
   std::size_t unanswered() const;
 
  private:

@@ -1239,7 +1239,6 @@ TEST(mutex, shutdown_ends_an_operation_that_a_handler_started_just_before_it) {
   // Before the client: its handlers refer to these until it has stopped.
   std::promise<void> started;
   std::promise<std::error_code> outcome;
-  std::atomic<bool> shutdown_posted{false};
   dlock::test::redis_server srv;
   auto c = std::make_unique<dlock::client>(config_for(srv));
   const auto name = dlock::test::unique_name("lock");
@@ -1249,15 +1248,14 @@ TEST(mutex, shutdown_ends_an_operation_that_a_handler_started_just_before_it) {
     // A lease that came through is released by its destructor (or ends with the client).
     m.async_lock([&](std::error_code ec, dlock::lease) { outcome.set_value(ec); });
     started.set_value();
-    // Stay in this handler until shutdown's sweep is queued behind it (bounded).
+    // Stay in this handler until shutdown has begun (bounded), and a little longer: it posts its
+    // sweep right after it says so.
     const auto end = steady::now() + 2s;
-    while (!shutdown_posted.load() && steady::now() < end) std::this_thread::sleep_for(1ms);
+    while (!c->impl().stopped() && steady::now() < end) std::this_thread::sleep_for(1ms);
     std::this_thread::sleep_for(20ms);
   });
   started.get_future().wait();
   auto stopper = std::async(std::launch::async, [&] { c->shutdown(); });
-  std::this_thread::sleep_for(50ms);  // shutdown has posted its sweep by now
-  shutdown_posted = true;
   ASSERT_EQ(stopper.wait_for(10s), std::future_status::ready);
   auto got = outcome.get_future();
   ASSERT_EQ(got.wait_for(5s), std::future_status::ready);
