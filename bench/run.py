@@ -1014,8 +1014,9 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "retryCount: -1` (their defaults, 100 ms and 200 ± 100 ms with 10 retries, would be far slower "
         "here); dlock waits on the unlock channel. floor-w3 (`bench/floor_w3.cpp`) is W3's floor: "
         "dlock's own scripts and waiter protocol (a queued waiter that takes grants, the same arguments) "
-        "over two plain hiredis connections, one thread that sends and then sleeps in `poll()` on the "
-        "socket its answer comes on, and parses it itself — no I/O thread, no watchdog, no timers: what a "
+        "over two plain hiredis connections, one thread that sends and then sleeps until its answer comes "
+        "(a blocking read for a script's reply, `poll()` for a message) and parses it itself — no I/O "
+        "thread, no watchdog, no timers: what a "
         "hand-off costs the server and the wake-ups between processes, which no client of this protocol "
         "goes below.")
     add("")
