@@ -38,6 +38,18 @@ inline void sleep_ns(std::int64_t ns) {
   }
 }
 
+// Returns when the clock reads `end` (a mono_ns() value), within a microsecond or so: sleeps
+// until kHoldSpinNs before it, then reads the clock. W3's hold is the critical section's length,
+// and its formula, 1/(hold + 2 RTT), takes the workload's 1 ms; a nanosleep of 1 ms lasts
+// 1.03-1.06 ms on this VM (the wake-up, p99 ~60 us idle, more under load), which the formula
+// would charge to the lock. Every W3 driver (dlock, its floor and the peers) holds this way.
+inline constexpr std::int64_t kHoldSpinNs = 150'000;
+inline void hold_until_ns(std::int64_t end) {
+  if (const auto left = end - mono_ns(); left > kHoldSpinNs) sleep_ns(left - kHoldSpinNs);
+  while (mono_ns() < end) {
+  }
+}
+
 // Sleeps until the shared clock reads `at` (a start line common to several processes).
 inline void sleep_until_ns(std::int64_t at) {
   if (at <= 0) return;

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       }
       if (gave_up) break;
       const auto got = bench::mono_ns();
-      bench::sleep_ns(hold);
+      bench::hold_until_ns(got + hold);
       const auto unlock_call = bench::mono_ns();
       auto r = cmd.command({"EVALSHA", release_sha, "6", name, channel, queue, expiry, shared, own, "0", lease, owner,
                             "1", window, "", mode});

@@ -184,7 +184,7 @@ int w3(const bench::options& opt) {
       continue;
     }
     const auto acquired = bench::mono_ns();
-    bench::sleep_ns(hold);
+    bench::hold_until_ns(acquired + hold);
     const auto unlock_call = bench::mono_ns();
     m.unlock(ec);
     const auto unlocked = bench::mono_ns();

@@ -711,11 +711,12 @@ def cell(res, w, s, m, digits=2, unit=""):
     return "%s%s (%s–%s)" % (fmt(med, digits), unit, fmt(lo, digits), fmt(hi, digits))
 
 
-# Timer slack of the bench and every process it starts (they inherit it): W3's hold and think
-# times are sleeps of 1 ms, which Linux's default slack (50 us) and wake-up latency stretched to
-# ~1.1 ms for every system alike. 1 us makes the sleeps what the workload says (mean hold is
-# reported per system either way). It changes no library's code path, only how closely the
-# harness keeps its own times.
+# Timer slack of the bench and every process it starts (they inherit it): W3's think time is a
+# sleep of 1 ms, which Linux's default slack (50 us) stretched for every system alike; its hold
+# is a sleep that ends 150 us early and a read of the clock until the 1 ms is up
+# (bench/common.hpp's hold_until_ns, and the same in both peers), since even with 1 us of slack
+# a sleep's wake-up took ~50 us more here. The mean hold is reported per system either way. It
+# changes no library's code path, only how closely the harness keeps its own times.
 TIMER_SLACK_NS = 1000
 
 
@@ -1002,14 +1003,15 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
             cell(res, "w3", s, "hold_mean_us", 0),
             cell(res, "w3", s, "overlaps", 0)))
     add("")
-    add("Each process loops: take the lock (timestamp *call*, *acquired*), sleep 1 ms, unlock (*unlock call*, "
+    add("Each process loops: take the lock (timestamp *call*, *acquired*), hold 1 ms, unlock (*unlock call*, "
         "*unlock returned*), sleep 1 ms. Timestamps are CLOCK_MONOTONIC, shared by the processes. "
         "Wait = acquired − call. Hand-off = next acquired − previous unlock returned, over consecutive "
         "acquisitions whose taker was already waiting when the unlock returned (negative when the next "
         "taker's reply arrived before the releaser's). Jain = (Σn)² / (8·Σn²) of the per-process counts. "
         "Overlaps: acquisitions before the previous holder called unlock (mutual exclusion broken; must be 0). "
-        "The ideal rate uses the nominal 1 ms hold; `mean hold` shows what the sleeps really took "
-        "(every process runs with a 1 µs timer slack, see Machine). "
+        "The ideal rate uses the nominal 1 ms hold; `mean hold` shows what the holds really took: every "
+        "driver sleeps until 150 µs before the hold's end and reads the clock until it (a sleep's wake-up "
+        "alone took ~50 µs here), and every process runs with a 1 µs timer slack (see Machine). "
         "The peers poll: redis-py `acquire(sleep=0.001)`, redlock `retryDelay: 1, retryJitter: 0, "
         "retryCount: -1` (their defaults, 100 ms and 200 ± 100 ms with 10 retries, would be far slower "
         "here); dlock waits on the unlock channel. floor-w3 (`bench/floor_w3.cpp`) is W3's floor: "
