@@ -147,19 +147,35 @@ class client_impl {
   // unanswered, or `until`; then sets `drained` (strand only).
   void drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained);
   // Posts an operation's step to the strand. Once it has run, if no other is queued behind it,
-  // what it submitted goes out at once (connection::flush_now) instead of after the posted
-  // flush's turn. Steps queued together (the next steps of fifty lockers, made by one read's
-  // replies) are not sent one by one: the last of them sends what they submitted. (A step
-  // that throws leaves its requests to the posted flush.)
+  // what it submitted goes out at once instead of after a posted flush's turn
+  // (connection::end_step). Steps queued together (the next steps of fifty lockers, made by one
+  // read's replies) are not sent one by one: the last of them sends what they submitted. (A
+  // step that throws leaves its requests to a posted flush.) Asked for by the handler of a
+  // link's read on this client's strand (an async chain's next step, started from the
+  // completion of the last), a step runs at that handler's end instead of posted
+  // (transport::deferred_starts): no scheduler round before its request leaves.
   template <class Fn>
   void post_start(Fn fn) {
     starts_queued_.fetch_add(1, std::memory_order_relaxed);
     try {
-      asio::post(strand_, [this, fn = std::move(fn)]() mutable {
+      auto step = [this, fn = std::move(fn)]() mutable {
         starts_queued_.fetch_sub(1, std::memory_order_relaxed);
-        fn();
-        if (starts_queued_.load(std::memory_order_relaxed) == 0) conn_->flush_now();
-      });
+        conn_->begin_step();
+        try {
+          fn();
+        } catch (...) {
+          conn_->end_step(transport::connection::step_end::failed);
+          throw;
+        }
+        conn_->end_step(starts_queued_.load(std::memory_order_relaxed) == 0
+                            ? transport::connection::step_end::last
+                            : transport::connection::step_end::more_queued);
+      };
+      if (auto* d = transport::deferred_starts::for_executor(strand_)) {
+        d->push(std::move(step));
+      } else {
+        asio::post(strand_, std::move(step));
+      }
     } catch (...) {
       starts_queued_.fetch_sub(1, std::memory_order_relaxed);
       throw;

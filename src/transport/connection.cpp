@@ -33,13 +33,11 @@ void connection::submit_on(std::uint64_t generation, std::string payload, clock:
         lock.unlock();
         return flush();
       }
-      if (flush_posted_) return;
+      // A step running on the strand flushes at its end (end_step).
+      if (flush_posted_ || steps_running_ > 0) return;
       flush_posted_ = true;
       lock.unlock();
-      asio::post(get_executor(), [self = std::static_pointer_cast<connection>(shared_from_this())] {
-        self->flush();
-      });
-      return;
+      return post_flush();
     }
   }
   // Never complete inside the initiating call: the caller may hold a lock its handler takes.
@@ -67,18 +65,32 @@ void connection::flush() {
   want_write();
 }
 
+void connection::post_flush() {
+  asio::post(get_executor(), [self = std::static_pointer_cast<connection>(shared_from_this())] { self->flush(); });
+}
+
+void connection::begin_step() {
+  std::lock_guard lock{mu_};
+  ++steps_running_;
+}
+
+void connection::end_step(step_end how) {
+  {
+    std::unique_lock lock{mu_};
+    --steps_running_;
+    if (incoming_.empty() || flush_posted_) return;
+    if (how == step_end::last && steps_running_ == 0 && completing_ == 0 && ready() && !stopped()) {
+      lock.unlock();
+      return flush();
+    }
+    flush_posted_ = true;
+  }
+  post_flush();
+}
+
 std::size_t connection::unanswered() const {
   std::lock_guard lock{mu_};
   return incoming_.size() + pipe_.queued() + pipe_.in_flight();
-}
-
-void connection::flush_now() {
-  if (completing_ != 0 || !ready() || stopped()) return;
-  {
-    std::lock_guard lock{mu_};
-    if (incoming_.empty()) return;
-  }
-  flush();  // the posted flush, when its turn comes, finds nothing more (or what came since)
 }
 
 void connection::fill_write(std::string& out) {

@@ -49,13 +49,18 @@ class connection final : public link {
   // (link.hpp, "Fencing"; set before start()).
   void when_unfenced(std::function<void(const std::string&)> fn) { on_unfenced_ = std::move(fn); }
 
-  // Moves what the strand has submitted into the pipeline now and writes it unless a write is
-  // in progress (then it goes with the next), without waiting for the posted flush's turn
-  // (strand only; nothing while a pipeline walk is in progress, or while not connected). For
-  // the end of a strand handler after which nothing else is known to submit
-  // (client_impl::post_start): the flush's turn would cost the I/O thread a round through its
-  // scheduler, and a poll of its reactor, before the request leaves.
-  void flush_now();
+  // An operation's step runs on the strand between begin_step() and end_step() (strand only;
+  // client_impl::post_start). What it submits is not flushed by a posted flush but at its end:
+  // end_step(step_end::last), the last step known to be queued, moves it into the pipeline and
+  // writes it unless a write is in progress (then it goes with the next) — a posted flush's turn
+  // would cost the I/O thread a round through its scheduler, and a poll of its reactor, before
+  // the request leaves. It posts the flush instead while a pipeline walk is in progress, while
+  // not connected, after another step (more_queued: the steps of fifty lockers made by one
+  // read's replies leave together, from the flush or the last step) and after a step that
+  // threw (failed). Requests that other threads submitted meanwhile go with it.
+  enum class step_end { last, more_queued, failed };
+  void begin_step();
+  void end_step(step_end how);
 
   // Requests submitted and not yet answered: in the batch not yet flushed, queued or in flight
   // (strand only; shutdown's drain).
@@ -74,6 +79,7 @@ class connection final : public link {
   }
 
   void flush();
+  void post_flush();
   static constexpr std::size_t early_write_batch = 8;
   // Counts the pipeline walks in progress that complete requests inline, and the reconnect
   // hook (strand only): a handler they run must not flush early into the queue being walked,
@@ -93,6 +99,7 @@ class connection final : public link {
   mutable std::mutex mu_;
   std::vector<request> incoming_;  // guarded by mu_
   bool flush_posted_ = false;      // guarded by mu_
+  int steps_running_ = 0;          // guarded by mu_: begin_step() .. end_step()
   bool closed_ = false;            // guarded by mu_
 
   pipeline pipe_;

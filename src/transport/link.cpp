@@ -126,6 +126,41 @@ bool running_in(const executor_type& ex) noexcept {
   return false;
 }
 
+namespace {
+thread_local deferred_starts* current_deferral = nullptr;
+}  // namespace
+
+deferred_starts::deferred_starts(const executor_type& ex) noexcept : ex_{ex}, outer_{current_deferral} {
+  current_deferral = this;
+}
+
+deferred_starts::~deferred_starts() {
+  uninstall();
+  for (auto& step : steps_) asio::post(ex_, std::move(step));
+}
+
+void deferred_starts::uninstall() noexcept {
+  if (!installed_) return;
+  installed_ = false;
+  current_deferral = outer_;
+}
+
+void deferred_starts::run() {
+  // A step that asks for another appends it here; each is taken off before it runs, so a step
+  // that throws leaves the rest to the destructor.
+  while (!steps_.empty()) {
+    auto step = std::move(steps_.front());
+    steps_.pop_front();
+    step();
+  }
+  uninstall();
+}
+
+deferred_starts* deferred_starts::for_executor(const executor_type& ex) noexcept {
+  auto* d = current_deferral;
+  return d != nullptr && d->installed_ && d->ex_ == ex ? d : nullptr;
+}
+
 bool bytes_readable(int fd) noexcept {
   int n = 0;
   return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
@@ -364,6 +399,8 @@ void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
   if (ec) return drop(errc::connection_lost);
   last_heard_ = clock::now();
   reader_.feed({rbuf_.data(), n});
+  // Steps that the replies' handlers start run after the walk (or are posted, if it ends early).
+  deferred_starts starts{get_executor()};
   std::error_code perr;
   while (auto r = reader_.next(perr)) {
     if (state_ == state::handshaking) {
@@ -374,6 +411,8 @@ void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
     if (gen != gen_) return;  // a hook dropped or stopped the connection
   }
   if (perr) return drop(perr);
+  starts.run();
+  if (gen != gen_) return;  // a step dropped or stopped the connection
   read(gen);
 }
 

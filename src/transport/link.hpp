@@ -30,6 +30,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -38,6 +39,7 @@
 #include <vector>
 
 #include "dlock/config.hpp"
+#include "dlock/detail/unique_function.hpp"
 #include "dlock/reply.hpp"
 #include "resp/reader.hpp"
 #include "transport/backoff.hpp"
@@ -74,6 +76,37 @@ executor_type make_executor(asio::io_context& ioc, unsigned threads);
 // Whether the calling thread runs `ex`'s handlers now: inside the strand, or the one thread
 // running the io_context.
 bool running_in(const executor_type& ex) noexcept;
+
+// Operation steps that the handler now running on the strand asked for (client_impl::post_start),
+// run when that handler ends instead of posted behind it. A posted step costs the I/O thread a
+// round of its scheduler, and a poll of its reactor, before its request leaves (W1 async,
+// docs/benchmarks.md). A link's read handler defers for its executor (link::on_read): its
+// replies complete operations, and a completion handler without an executor of its own runs
+// there and starts the next (an async chain); the steps run after the read's walk of its
+// replies, when a step may submit and write again. A step asked for by any other handler,
+// another client or another thread is posted as before.
+class deferred_starts {
+ public:
+  // Defers for `ex` on this thread until run() or the end of the scope (which must not outlive
+  // `ex`).
+  explicit deferred_starts(const executor_type& ex) noexcept;
+  // Posts the steps that run() did not get to (the handler returned early, or a step threw).
+  ~deferred_starts();
+  deferred_starts(const deferred_starts&) = delete;
+  deferred_starts& operator=(const deferred_starts&) = delete;
+  // Runs the deferred steps in the order asked, and those they ask for, then stops deferring.
+  void run();
+  // The scope deferring for `ex` on this thread, or null.
+  static deferred_starts* for_executor(const executor_type& ex) noexcept;
+  void push(detail::unique_function<void()> step) { steps_.push_back(std::move(step)); }
+
+ private:
+  void uninstall() noexcept;
+  const executor_type& ex_;
+  deferred_starts* outer_;
+  bool installed_ = true;
+  std::deque<detail::unique_function<void()>> steps_;
+};
 
 class link : public std::enable_shared_from_this<link> {
  public:

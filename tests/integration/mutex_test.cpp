@@ -1434,3 +1434,91 @@ TEST(mutex, a_client_with_several_io_threads_excludes_its_own_threads_and_chains
   EXPECT_EQ(done_turns.load(), (threads + chains) * turns);
   EXPECT_EQ(exists(c, name), 0);
 }
+
+namespace {
+
+// A completion handler runs on the I/O thread inside the read that completed its operation; a
+// step it starts on the same client runs when that read's walk of its replies ends
+// (transport::deferred_starts), one it starts on another client is that client's to run. A
+// handler of client A's lock takes B's lock, releases both, and does it again: every step goes
+// out on its own client's thread, none is lost or run on the other's.
+TEST(mutex, a_handler_of_one_client_starts_steps_on_another) {
+  std::promise<int> finished;
+  int rounds = 0;
+  std::function<void()> round;
+  dlock::test::redis_server srv;
+  dlock::client a{config_for(srv)}, b{config_for(srv)};
+  const auto name_a = dlock::test::unique_name("lock"), name_b = dlock::test::unique_name("lock");
+  dlock::mutex ma{a, name_a}, mb{b, name_b};
+  round = [&] {
+    ma.async_lock([&](std::error_code ec, dlock::lease la) {
+      if (ec) return finished.set_value(-1);
+      EXPECT_TRUE(a.impl().on_io_thread());
+      auto held_a = std::make_shared<dlock::lease>(std::move(la));
+      mb.async_lock([&, held_a](std::error_code ec2, dlock::lease lb) {
+        if (ec2) return finished.set_value(-2);
+        EXPECT_TRUE(b.impl().on_io_thread());
+        auto held_b = std::make_shared<dlock::lease>(std::move(lb));
+        held_b->async_unlock([&, held_a, held_b](std::error_code ub) {
+          if (ub) return finished.set_value(-3);
+          held_a->async_unlock([&, held_a](std::error_code ua) {
+            if (ua) return finished.set_value(-4);
+            EXPECT_TRUE(a.impl().on_io_thread());
+            if (++rounds == 20) return finished.set_value(rounds);
+            round();
+          });
+        });
+      });
+    });
+  };
+  round();
+  auto got = finished.get_future();
+  ASSERT_EQ(got.wait_for(20s), std::future_status::ready);
+  EXPECT_EQ(got.get(), 20);
+  EXPECT_EQ(exists(a, name_a), 0);
+  EXPECT_EQ(exists(b, name_b), 0);
+}
+
+// Chains take their next steps from the reads that complete them: many chains at once, each
+// many turns, all end, every turn released, and the client's other calls still go through.
+TEST(mutex, fifty_async_chains_of_lock_and_unlock_all_finish) {
+  constexpr int chains = 50, turns = 40;
+  std::atomic<int> failures{0}, done_turns{0};
+  struct chain {
+    dlock::mutex m;
+    int left;
+    std::promise<void> finished;
+  };
+  std::vector<std::unique_ptr<chain>> cs;
+  std::function<void(chain&)> turn;
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  turn = [&](chain& ch) {
+    ch.m.async_lock([&](std::error_code ec, dlock::lease l) {
+      if (ec) {
+        ++failures;
+        return ch.finished.set_value();
+      }
+      auto held = std::make_shared<dlock::lease>(std::move(l));
+      held->async_unlock([&, held](std::error_code uec) {
+        if (uec) ++failures;
+        ++done_turns;
+        if (--ch.left == 0) return ch.finished.set_value();
+        turn(ch);
+      });
+    });
+  };
+  std::vector<std::string> names;
+  for (int i = 0; i < chains; ++i) {
+    names.push_back(dlock::test::unique_name("chain"));
+    cs.push_back(std::make_unique<chain>(chain{dlock::mutex{c, names.back()}, turns, {}}));
+  }
+  for (auto& ch : cs) turn(*ch);
+  for (auto& ch : cs) ASSERT_EQ(ch->finished.get_future().wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(done_turns.load(), chains * turns);
+  for (const auto& n : names) EXPECT_EQ(exists(c, n), 0) << n;
+  EXPECT_EQ(c.execute({"ECHO", "alive"}).str(), "alive");
+}
+
+}  // namespace
