@@ -136,6 +136,8 @@ deferred_starts::deferred_starts(const executor_type& ex) noexcept : ex_{ex}, ou
 
 deferred_starts::~deferred_starts() {
   uninstall();
+  // (A post that cannot allocate ends the process here, as it would in any Asio handler that
+  // must not lose its work.)
   for (auto& step : steps_) asio::post(ex_, std::move(step));
 }
 
@@ -146,14 +148,16 @@ void deferred_starts::uninstall() noexcept {
 }
 
 void deferred_starts::run() {
-  // A step that asks for another appends it here; each is taken off before it runs, so a step
-  // that throws leaves the rest to the destructor.
+  // Steps that these steps ask for are posted: one that completes at once (a release finding
+  // another on its way) and whose handler asks again would otherwise loop here without end,
+  // with the read that would end it never made.
+  uninstall();
+  // Each is taken off before it runs, so a step that throws leaves the rest to the destructor.
   while (!steps_.empty()) {
     auto step = std::move(steps_.front());
     steps_.pop_front();
     step();
   }
-  uninstall();
 }
 
 deferred_starts* deferred_starts::for_executor(const executor_type& ex) noexcept {
@@ -411,7 +415,15 @@ void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
     if (gen != gen_) return;  // a hook dropped or stopped the connection
   }
   if (perr) return drop(perr);
-  starts.run();
+  // The steps go out before the read is re-armed. A step that throws (a user's callback it
+  // runs) leaves the read re-armed all the same, and the rest of the steps to the scope's
+  // destructor.
+  try {
+    starts.run();
+  } catch (...) {
+    if (gen == gen_) read(gen);
+    throw;
+  }
   if (gen != gen_) return;  // a step dropped or stopped the connection
   read(gen);
 }

@@ -94,7 +94,8 @@ class deferred_starts {
   ~deferred_starts();
   deferred_starts(const deferred_starts&) = delete;
   deferred_starts& operator=(const deferred_starts&) = delete;
-  // Runs the deferred steps in the order asked, and those they ask for, then stops deferring.
+  // Stops deferring and runs the deferred steps in the order asked (steps they ask for are
+  // posted).
   void run();
   // The scope deferring for `ex` on this thread, or null.
   static deferred_starts* for_executor(const executor_type& ex) noexcept;

@@ -7,6 +7,7 @@
 #include <asio/post.hpp>
 #include <asio/strand.hpp>
 #include <future>
+#include <stdexcept>
 #include <thread>
 #include <typeinfo>
 #include <vector>
@@ -77,6 +78,89 @@ TEST(executor, an_executor_of_another_kind_is_not_mistaken_for_one_of_the_two) {
   std::thread t{[&] { ioc.run(); }};
   EXPECT_FALSE(inside.get_future().get());
   t.join();
+}
+
+}  // namespace
+
+// transport::deferred_starts: steps a read handler's callees ask for on its executor run at the
+// handler's end; anything else is not deferred.
+namespace {
+
+using dlock::transport::deferred_starts;
+
+TEST(deferred_starts, defers_for_its_own_executor_only_and_only_while_installed) {
+  asio::io_context a, b;
+  const executor_type ea = make_executor(a, 1), eb = make_executor(b, 1);
+  const executor_type sa = make_executor(a, 2);  // a strand of the same io_context: another sequence
+  EXPECT_EQ(deferred_starts::for_executor(ea), nullptr);
+  {
+    deferred_starts outer{ea};
+    EXPECT_EQ(deferred_starts::for_executor(ea), &outer);
+    EXPECT_EQ(deferred_starts::for_executor(eb), nullptr);
+    EXPECT_EQ(deferred_starts::for_executor(sa), nullptr);
+    {
+      deferred_starts inner{eb};  // a handler of another client run inside this one
+      EXPECT_EQ(deferred_starts::for_executor(eb), &inner);
+      EXPECT_EQ(deferred_starts::for_executor(ea), nullptr);
+      inner.run();
+    }
+    EXPECT_EQ(deferred_starts::for_executor(ea), &outer);
+    outer.run();
+    EXPECT_EQ(deferred_starts::for_executor(ea), nullptr);
+  }
+  EXPECT_EQ(deferred_starts::for_executor(ea), nullptr);
+}
+
+TEST(deferred_starts, runs_steps_in_order_and_posts_the_steps_they_ask_for) {
+  asio::io_context ioc;
+  const executor_type ex = make_executor(ioc, 1);
+  std::vector<int> order;
+  {
+    deferred_starts d{ex};
+    d.push([&] { order.push_back(1); });
+    d.push([&] {
+      order.push_back(2);
+      // Asked for while the steps run: posted, not run in this loop (a step that completes at
+      // once and asks again would otherwise never let the handler end).
+      auto* again = deferred_starts::for_executor(ex);
+      EXPECT_EQ(again, nullptr);
+      asio::post(ex, [&] { order.push_back(4); });
+    });
+    d.push([&] { order.push_back(3); });
+    d.run();
+    EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  }
+  EXPECT_EQ(ioc.poll(), 1U);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4}));
+}
+
+TEST(deferred_starts, a_throwing_step_leaves_the_rest_posted_and_an_early_end_posts_them_all) {
+  asio::io_context ioc;
+  const executor_type ex = make_executor(ioc, 1);
+  std::vector<int> ran;
+  try {
+    deferred_starts d{ex};
+    d.push([&] { ran.push_back(1); });
+    d.push([] { throw std::runtime_error("a step failed"); });
+    d.push([&] { ran.push_back(3); });
+    d.run();
+    ADD_FAILURE() << "the step's exception did not come through run()";
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(ran, (std::vector<int>{1}));
+  EXPECT_EQ(deferred_starts::for_executor(ex), nullptr);
+  EXPECT_EQ(ioc.poll(), 1U);
+  EXPECT_EQ(ran, (std::vector<int>{1, 3}));
+  // A handler that returns before run() (a dropped connection): every step is posted, in order.
+  {
+    deferred_starts d{ex};
+    d.push([&] { ran.push_back(4); });
+    d.push([&] { ran.push_back(5); });
+  }
+  EXPECT_EQ(deferred_starts::for_executor(ex), nullptr);
+  ioc.restart();
+  EXPECT_EQ(ioc.poll(), 2U);
+  EXPECT_EQ(ran, (std::vector<int>{1, 3, 4, 5}));
 }
 
 }  // namespace
