@@ -1360,6 +1360,40 @@ TEST(mutex, a_throwing_on_lost_callback_does_not_stop_the_client) {
 
 }  // namespace
 
+namespace {
+
+// An asynchronous chain of turns on one mutex: async_lock_for(10s), then in its handler (on an
+// I/O thread) `inside` and async_unlock, whose handler starts the next turn; `finished` when
+// its turns are done or one failed. Its handlers refer to it, the counters and `inside` until
+// it has finished: they must outlive the client's I/O (declare them before the client).
+struct async_chain {
+  dlock::mutex m;
+  int left;
+  std::atomic<int>& failures;
+  std::atomic<int>& done_turns;
+  std::function<void()> inside;
+  std::promise<void> finished{};
+
+  void turn() {
+    m.async_lock_for(10s, [this](std::error_code ec, dlock::lease l) {
+      if (ec) {
+        ++failures;
+        return finished.set_value();
+      }
+      if (inside) inside();
+      auto held = std::make_shared<dlock::lease>(std::move(l));
+      held->async_unlock([this, held](std::error_code uec) {
+        if (uec) ++failures;
+        ++done_turns;
+        if (--left == 0) return finished.set_value();
+        turn();
+      });
+    });
+  }
+};
+
+}  // namespace
+
 // With several I/O threads the client's work runs on a strand (transport::make_executor): threads
 // of one client on the blocking API and chains on the asynchronous one take turns on one name,
 // never two at once, and every turn ends released.
@@ -1373,15 +1407,7 @@ TEST(mutex, a_client_with_several_io_threads_excludes_its_own_threads_and_chains
     std::this_thread::sleep_for(1ms);
     inside.fetch_sub(1);
   };
-  // A chain: async_lock_for, then in its handler (on an I/O thread) the critical section and
-  // async_unlock, whose handler starts the next turn.
-  struct chain {
-    dlock::mutex m;
-    int left;
-    std::promise<void> finished;
-  };
-  std::vector<std::unique_ptr<chain>> cs;
-  std::function<void(chain&)> turn;
+  std::vector<std::unique_ptr<async_chain>> cs;  // before the client (above)
   dlock::test::redis_server srv;
   auto cfg = config_for(srv);
   cfg.io_threads = 3;
@@ -1404,25 +1430,9 @@ TEST(mutex, a_client_with_several_io_threads_excludes_its_own_threads_and_chains
       }
     }));
   }
-  turn = [&](chain& ch) {
-    ch.m.async_lock_for(10s, [&](std::error_code ec, dlock::lease l) {
-      if (ec) {
-        ++failures;
-        return ch.finished.set_value();
-      }
-      critical();
-      auto held = std::make_shared<dlock::lease>(std::move(l));
-      held->async_unlock([&, held](std::error_code uec) {
-        if (uec) ++failures;
-        ++done_turns;
-        if (--ch.left == 0) return ch.finished.set_value();
-        turn(ch);
-      });
-    });
-  };
   for (int i = 0; i < chains; ++i) {
-    cs.push_back(std::make_unique<chain>(chain{dlock::mutex{c, name}, turns, {}}));
-    turn(*cs.back());
+    cs.push_back(std::make_unique<async_chain>(async_chain{dlock::mutex{c, name}, turns, failures, done_turns, critical}));
+    cs.back()->turn();
   }
   for (auto& w : workers) {
     ASSERT_EQ(w.wait_for(60s), std::future_status::ready);
@@ -1484,36 +1494,15 @@ TEST(mutex, a_handler_of_one_client_starts_steps_on_another) {
 TEST(mutex, fifty_async_chains_of_lock_and_unlock_all_finish) {
   constexpr int chains = 50, turns = 40;
   std::atomic<int> failures{0}, done_turns{0};
-  struct chain {
-    dlock::mutex m;
-    int left;
-    std::promise<void> finished;
-  };
-  std::vector<std::unique_ptr<chain>> cs;
-  std::function<void(chain&)> turn;
+  std::vector<std::unique_ptr<async_chain>> cs;
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};
-  turn = [&](chain& ch) {
-    ch.m.async_lock([&](std::error_code ec, dlock::lease l) {
-      if (ec) {
-        ++failures;
-        return ch.finished.set_value();
-      }
-      auto held = std::make_shared<dlock::lease>(std::move(l));
-      held->async_unlock([&, held](std::error_code uec) {
-        if (uec) ++failures;
-        ++done_turns;
-        if (--ch.left == 0) return ch.finished.set_value();
-        turn(ch);
-      });
-    });
-  };
   std::vector<std::string> names;
   for (int i = 0; i < chains; ++i) {
     names.push_back(dlock::test::unique_name("chain"));
-    cs.push_back(std::make_unique<chain>(chain{dlock::mutex{c, names.back()}, turns, {}}));
+    cs.push_back(std::make_unique<async_chain>(async_chain{dlock::mutex{c, names.back()}, turns, failures, done_turns, {}}));
   }
-  for (auto& ch : cs) turn(*ch);
+  for (auto& ch : cs) ch->turn();
   for (auto& ch : cs) ASSERT_EQ(ch->finished.get_future().wait_for(60s), std::future_status::ready);
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(done_turns.load(), chains * turns);
