@@ -138,7 +138,7 @@ deferred_starts::~deferred_starts() {
   uninstall();
   // (A post that cannot allocate ends the process here, as it would in any Asio handler that
   // must not lose its work.)
-  for (auto& step : steps_) asio::post(ex_, std::move(step));
+  for (; next_ < steps_.size(); ++next_) asio::post(ex_, std::move(steps_[next_]));
 }
 
 void deferred_starts::uninstall() noexcept {
@@ -153,9 +153,9 @@ void deferred_starts::run() {
   // with the read that would end it never made.
   uninstall();
   // Each is taken off before it runs, so a step that throws leaves the rest to the destructor.
-  while (!steps_.empty()) {
-    auto step = std::move(steps_.front());
-    steps_.pop_front();
+  // (No step is added from here on: the vector does not move under the loop.)
+  while (next_ < steps_.size()) {
+    auto step = std::move(steps_[next_++]);
     step();
   }
 }

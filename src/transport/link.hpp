@@ -30,7 +30,6 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -106,7 +105,10 @@ class deferred_starts {
   const executor_type& ex_;
   deferred_starts* outer_;
   bool installed_ = true;
-  std::deque<detail::unique_function<void()>> steps_;
+  // A vector (which allocates nothing while empty, unlike a deque: most reads defer nothing);
+  // steps_[next_..] are still to run.
+  std::vector<detail::unique_function<void()>> steps_;
+  std::size_t next_ = 0;
 };
 
 class link : public std::enable_shared_from_this<link> {
