@@ -38,6 +38,14 @@ inline void sleep_ns(std::int64_t ns) {
   }
 }
 
+// Sleeps until the shared clock reads `at` (a start line common to several processes).
+inline void sleep_until_ns(std::int64_t at) {
+  if (at <= 0) return;
+  timespec ts{static_cast<time_t>(at / 1'000'000'000), static_cast<long>(at % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
 // Returns when the clock reads `end` (a mono_ns() value), within a microsecond or so: sleeps
 // until kHoldSpinNs before it, then reads the clock. W3's hold is the critical section's length,
 // and its formula, 1/(hold + 2 RTT), takes the workload's 1 ms; a nanosleep of 1 ms lasts
@@ -45,16 +53,8 @@ inline void sleep_ns(std::int64_t ns) {
 // would charge to the lock. Every W3 driver (dlock, its floor and the peers) holds this way.
 inline constexpr std::int64_t kHoldSpinNs = 150'000;
 inline void hold_until_ns(std::int64_t end) {
-  if (const auto left = end - mono_ns(); left > kHoldSpinNs) sleep_ns(left - kHoldSpinNs);
+  sleep_until_ns(end - kHoldSpinNs);  // returns at once when that time has passed
   while (mono_ns() < end) {
-  }
-}
-
-// Sleeps until the shared clock reads `at` (a start line common to several processes).
-inline void sleep_until_ns(std::int64_t at) {
-  if (at <= 0) return;
-  timespec ts{static_cast<time_t>(at / 1'000'000'000), static_cast<long>(at % 1'000'000'000)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
 }
 

@@ -164,12 +164,10 @@ class client_impl {
         try {
           fn();
         } catch (...) {
-          conn_->end_step(transport::connection::step_end::failed);
+          conn_->end_step(false);
           throw;
         }
-        conn_->end_step(starts_queued_.load(std::memory_order_relaxed) == 0
-                            ? transport::connection::step_end::last
-                            : transport::connection::step_end::more_queued);
+        conn_->end_step(starts_queued_.load(std::memory_order_relaxed) == 0);
       };
       if (auto* d = transport::deferred_starts::for_executor(strand_)) {
         d->push(std::move(step));

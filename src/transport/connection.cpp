@@ -74,14 +74,14 @@ void connection::begin_step() {
   ++steps_running_;
 }
 
-void connection::end_step(step_end how) {
+void connection::end_step(bool last) {
   {
     std::unique_lock lock{mu_};
     --steps_running_;
     if (incoming_.empty()) return;
     // The last step sends what the steps before it submitted too; a flush posted by one of them
     // then finds nothing (or what came since).
-    if (how == step_end::last && steps_running_ == 0 && completing_ == 0 && ready() && !stopped()) {
+    if (last && steps_running_ == 0 && completing_ == 0 && ready() && !stopped()) {
       lock.unlock();
       return flush();
     }

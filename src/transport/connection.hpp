@@ -51,16 +51,16 @@ class connection final : public link {
 
   // An operation's step runs on the strand between begin_step() and end_step() (strand only;
   // client_impl::post_start). What it submits is not flushed by a posted flush but at its end:
-  // end_step(step_end::last), the last step known to be queued, moves it into the pipeline and
-  // writes it unless a write is in progress (then it goes with the next) — a posted flush's turn
-  // would cost the I/O thread a round through its scheduler, and a poll of its reactor, before
-  // the request leaves. It posts the flush instead while a pipeline walk is in progress, while
-  // not connected, after another step (more_queued: the steps of fifty lockers made by one
-  // read's replies leave together, from the flush or the last step) and after a step that
-  // threw (failed). Requests that other threads submitted meanwhile go with it.
-  enum class step_end { last, more_queued, failed };
+  // end_step(true), the last step known to be queued, moves it into the pipeline and writes it
+  // unless a write is in progress (then it goes with the next) — a posted flush's turn would
+  // cost the I/O thread a round through its scheduler, and a poll of its reactor, before the
+  // request leaves. It posts the flush instead while a pipeline walk is in progress or while
+  // not connected, and end_step(false) does: after a step with others queued behind it (the
+  // steps of fifty lockers made by one read's replies leave together, from the flush or the
+  // last step) and after a step that threw. Requests that other threads submitted meanwhile go
+  // with it.
   void begin_step();
-  void end_step(step_end how);
+  void end_step(bool last);
 
   // Requests submitted and not yet answered: in the batch not yet flushed, queued or in flight
   // (strand only; shutdown's drain).
