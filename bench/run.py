@@ -9,7 +9,7 @@ builds the programs and installs the peers; this file does the measuring.
          [--skip-redis-py REASON]
 
 Each repetition measures the floor (redis-benchmark PING -c 1, the hiredis pair, redis-benchmark
--c 50 -P 1 of the two scripts) and then W1..W6, the systems of each workload in a different
+-c 50 -P 1 of the two scripts, and before W3 a PING after a W3 hold) and then W1..W6, the systems of each workload in a different
 order in every repetition. Ratios are taken within a repetition (same server, same minute) and
 reported as the median over repetitions with the min-max spread.
 
@@ -88,11 +88,11 @@ def commands_sent(before, after, system):
 
 SIZES = {
     "full": dict(reps=3, w1_chunks=4, ping_n=20000, c50_acq_n=100000, c50_rel_n=50000,
-                 c50_preload=1000000, w1_n=20000, w1_warmup=500, w2_s=3.0, w3_s=10.0, w4_s=10.0, w4_margin=2.0,
+                 c50_preload=1000000, w1_n=20000, w1_warmup=500, idle_ping_n=2000, w2_s=3.0, w3_s=10.0, w4_s=10.0, w4_margin=2.0,
                  w5_locks=10000, w5_watchdog="1500ms", w6_locks=100000, start_delay=1.5, diag_n=5000,
                  diag_scaling=(5000, 10000, 20000)),
     "quick": dict(reps=1, w1_chunks=1, ping_n=2000, c50_acq_n=5000, c50_rel_n=5000,
-                  c50_preload=100000, w1_n=2000, w1_warmup=100, w2_s=0.5, w3_s=1.5, w4_s=1.5, w4_margin=0.3,
+                  c50_preload=100000, w1_n=2000, w1_warmup=100, idle_ping_n=200, w2_s=0.5, w3_s=1.5, w4_s=1.5, w4_margin=0.3,
                   w5_locks=1000, w5_watchdog="900ms", w6_locks=5000, start_delay=1.0, diag_n=1000,
                   diag_scaling=(1000, 2000, 4000)),
 }
@@ -262,6 +262,16 @@ class Runner:
         rows = self.redis_benchmark(["-c", "1", "-n", str(n), "-t", "ping"])
         self.ping_chunks.append((rows["PING_INLINE"]["p50_latency_ms"] * 1000,
                                  rows["PING_MBULK"]["p50_latency_ms"] * 1000))
+
+    def floor_idle_ping(self, rep):
+        """A PING sent after a W3 hold (the server idle for 1 ms, as before W3's unlock) and one at
+        once after it (bench/floor_ping.cpp). Not a target's input: it explains W3's rate."""
+        o = json.loads(self.run_json([self.bin("dlock_floor_ping"), "--host", "127.0.0.1", "--port",
+                                      str(self.a.port), "--iterations", str(self.size["idle_ping_n"]),
+                                      "--hold-us", "1000"], 300))
+        for k in ("after_hold_p50_us", "after_hold_p99_us", "back_to_back_p50_us"):
+            self.res.put("floor", "idle-ping", k, float(o[k]))
+        self.cur["rtt_after_hold_us"] = float(o["after_hold_p50_us"])
 
     def load_scripts(self):
         """The scripts as the library embeds them (lua_text), loaded; their SHA1s checked."""
@@ -456,6 +466,8 @@ class Runner:
         put = lambda k, v: self.res.put("w3", system, k, v)
         put("acq_per_s", rate)
         put("acq_vs_ideal", rate / ideal)
+        cold = self.cur.get("rtt_after_hold_us", float("nan"))  # floor_idle_ping
+        put("acq_vs_ideal_rtt_after_hold", rate / (1e6 / (1000.0 + 2 * cold)))
         put("acq_vs_ideal_measured_hold", rate / (1e6 / (statistics.mean(holds) + 2 * rtt)) if holds else float("nan"))
         put("wait_p50_us", pct(waits, 0.5))
         put("wait_p99_us", pct(waits, 0.99))
@@ -676,6 +688,7 @@ class Runner:
             for procs in (1, 4):
                 for s in rot(w2_systems):
                     self.step("W2 %dx50 %s" % (procs, s), self.w2, s, procs, rep)
+            self.step("floor: PING after a 1 ms hold", self.floor_idle_ping, rep)
             # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
             for s in rot(w3_systems[:2]) + rot(w3_systems[2:]):
                 self.step("W3 " + s, self.w3, s, rep)
@@ -869,6 +882,9 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
                 cell(res, "w3", "floor-w3", "acq_vs_ideal", 3))
     rows.append("| W3 | dlock's acquisitions/s ÷ the floor's, per repetition | %s | reported | — |" %
                 cell(res, "w3", "dlock", "acq_vs_floor", 3, "×"))
+    rows.append("| W3 | acquisitions/s ÷ 1/(hold + 2 RTT after a 1 ms hold): dlock; the floor | %s; %s | reported | — |" % (
+                cell(res, "w3", "dlock", "acq_vs_ideal_rtt_after_hold", 3),
+                cell(res, "w3", "floor-w3", "acq_vs_ideal_rtt_after_hold", 3)))
     row("W3", "hand-off p50 in RTTs", "w3", "dlock", "handoff_p50_rtt", "≤ 3", ok_le(3.0), digits=3)
     row("W3", "Jain fairness of per-process acquisitions", "w3", "dlock", "jain", "≥ 0.95", ok_ge(0.95), digits=3)
     row("W4", "commands sent per hand-off (200 waiters, 20 processes), steady state", "w4", "dlock",
@@ -912,6 +928,11 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         size["w1_n"], cell(res, "w1", "floor-pair", "p50_us", 0),
         fmt(res.med("w1", "floor-pair", "p50_us") / rtt) if finite(rtt) else "—"))
     add("| same: p99 | %s µs |" % cell(res, "w1", "floor-pair", "p99_us", 0))
+    add("| `bench/floor_ping.cpp` (hiredis sync, %d pairs of PINGs before W3): a PING sent after a 1 ms hold "
+        "(the server idle, as before W3's unlock), p50 | %s µs |" % (
+            size["idle_ping_n"], cell(res, "floor", "idle-ping", "after_hold_p50_us", 0)))
+    add("| same: p99 | %s µs |" % cell(res, "floor", "idle-ping", "after_hold_p99_us", 0))
+    add("| same: the PING sent at once after it, p50 | %s µs |" % cell(res, "floor", "idle-ping", "back_to_back_p50_us", 0))
     add("| `redis-benchmark -c 50 -P 1` EVALSHA mutex_acquire (fresh names) | %s req/s |" % cell(res, "floor", "c50", "acquire_rps", 0))
     add("| `redis-benchmark -c 50 -P 1` EVALSHA mutex_release (held locks) | %s req/s |" % cell(res, "floor", "c50", "release_rps", 0))
     add("| **pairs/s floor** = 1 / (1/acquire + 1/release) | %s |" % cell(res, "floor", "c50", "pairs_per_s", 0))
@@ -988,13 +1009,14 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
     add("![W3 latency](%s/w3_latency.png)" % plot_rel)
     add("")
-    add("| system | acq/s ÷ 1/(hold+2 RTT) | same with the measured hold | hand-off p50 | hand-off p99 | Jain | acquisitions/s | wait p50 | wait p99 | commands sent per acquisition | mean hold | overlaps |")
-    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    add("| system | acq/s ÷ 1/(hold+2 RTT) | same with the measured hold | same with the RTT after a 1 ms hold | hand-off p50 | hand-off p99 | Jain | acquisitions/s | wait p50 | wait p99 | commands sent per acquisition | mean hold | overlaps |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in ["floor-w3", "dlock"] + runner.peers():
         if not res.get("w3", s, "acq_per_s"):
             continue
-        add("| %s | %s | %s | %s RTT = %s µs | %s RTT = %s µs | %s | %s | %s µs | %s µs | %s | %s µs | %s |" % (
+        add("| %s | %s | %s | %s | %s RTT = %s µs | %s RTT = %s µs | %s | %s | %s µs | %s µs | %s | %s µs | %s |" % (
             s, cell(res, "w3", s, "acq_vs_ideal"), cell(res, "w3", s, "acq_vs_ideal_measured_hold"),
+            cell(res, "w3", s, "acq_vs_ideal_rtt_after_hold"),
             cell(res, "w3", s, "handoff_p50_rtt"),
             cell(res, "w3", s, "handoff_p50_us", 0), cell(res, "w3", s, "handoff_p99_rtt"),
             cell(res, "w3", s, "handoff_p99_us", 0), cell(res, "w3", s, "jain", 3),
@@ -1012,6 +1034,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "The ideal rate uses the nominal 1 ms hold; `mean hold` shows what the holds really took: every "
         "driver sleeps until 150 µs before the hold's end and reads the clock until it (a sleep's wake-up "
         "alone took ~50 µs here), and every process runs with a 1 µs timer slack (see Machine). "
+        "The RTT after a 1 ms hold is `bench/floor_ping.cpp`'s PING p50 measured just before W3 (The floor): "
+        "the round trip an unlock sent after W3's hold pays when the server has had nothing to do meanwhile. "
         "The peers poll: redis-py `acquire(sleep=0.001)`, redlock `retryDelay: 1, retryJitter: 0, "
         "retryCount: -1` (their defaults, 100 ms and 200 ± 100 ms with 10 retries, would be far slower "
         "here); dlock waits on the unlock channel. floor-w3 (`bench/floor_w3.cpp`) is W3's floor: "
@@ -1276,14 +1300,15 @@ def check(runner):
     """Every workload ran and produced numbers (not judged). Returns the list of problems."""
     res = runner.res
     problems_extra = []
-    want = [("floor", "ping", "rtt_us"), ("floor", "c50", "pairs_per_s"), ("w1", "floor-pair", "p50_us")]
+    want = [("floor", "ping", "rtt_us"), ("floor", "c50", "pairs_per_s"), ("w1", "floor-pair", "p50_us"),
+            ("floor", "idle-ping", "after_hold_p50_us"), ("floor", "idle-ping", "back_to_back_p50_us")]
     for s in ["dlock-sync", "dlock-async"] + runner.peers():
         want += [("w1", s, "p50_us"), ("w1", s, "p99_us"), ("w1", s, "p50_vs_floor")]
     for s in ["dlock-async", "dlock-threads"] + runner.peers():
         want += [("w2", s, "1x50_pairs_per_s"), ("w2", s, "4x50_pairs_per_s"), ("w2", s, "1x50_vs_floor")]
     for s in ["floor-w3", "dlock"] + runner.peers():
         want += [("w3", s, m) for m in ("acq_per_s", "wait_p50_us", "wait_p99_us", "handoff_p50_us",
-                                        "handoff_p99_us", "jain")]
+                                        "handoff_p99_us", "jain", "acq_vs_ideal_rtt_after_hold")]
     want.append(("w3", "dlock", "acq_vs_floor"))
     # The floor and dlock must also have kept the lock exclusive and reported no errors.
     for s in ("floor-w3", "dlock"):
@@ -1295,7 +1320,7 @@ def check(runner):
                                           "subscribe_errors", "handoffs")]
     want += [("w5", "dlock", m) for m in ("lost", "scripts_per_100_holds_per_period", "rss_per_lock")]
     want += [("w6", s, m) for s in ("dlock", "dlock-perlock", "dlock-nofence") for m in ("bytes_per_lock",)]
-    positive = {"rtt_us", "pairs_per_s", "p50_us", "p99_us", "1x50_pairs_per_s", "4x50_pairs_per_s",
+    positive = {"rtt_us", "after_hold_p50_us", "back_to_back_p50_us", "acq_vs_ideal_rtt_after_hold", "pairs_per_s", "p50_us", "p99_us", "1x50_pairs_per_s", "4x50_pairs_per_s",
                 "acq_per_s", "wait_p50_us", "wait_p99_us", "jain", "handoffs", "commands_per_handoff",
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor"}
@@ -1314,7 +1339,7 @@ def check(runner):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--bin", required=True, help="directory of dlock_floor_pair, dlock_floor_w3, dlock_bench_pair, dlock_load")
+    p.add_argument("--bin", required=True, help="directory of dlock_floor_pair, dlock_floor_ping, dlock_floor_w3, dlock_bench_pair, dlock_load")
     p.add_argument("--work", required=True, help="scratch directory (samples; the --quick report)")
     p.add_argument("--reps", type=int, default=0)
     p.add_argument("--quick", action="store_true")
