@@ -175,6 +175,37 @@ struct counter_lab {
   std::string shared{dlock::keys::shared_fencing_counter};
   std::string own = dlock::keys::fencing_counter(name);
 };
+// A counter is read as digits below 2^53 - 1 (the check compares the digits, before any
+// conversion): 2^53 - 2 goes on to 2^53 - 1, which is issued; from there, and from anything
+// longer or not a number, an acquisition is refused with nothing written. Leading zeros are
+// digits like any other.
+TEST(scripts, a_fencing_counter_is_read_as_digits_below_two_to_the_53) {
+  counter_lab lab;
+  auto& [srv, c, name, k, shared, own] = lab;
+  auto acquire = [&c = c, &shared = shared] {
+    return eval(c, dlock::scripts::mutex_acquire, {dlock::test::unique_name("lock"), shared}, {"30000", "A:1", "0"});
+  };
+  c.execute({"SET", shared, "9007199254740990"});
+  auto last = acquire();
+  ASSERT_FALSE(last.ec) << last.ec.message();
+  EXPECT_EQ(last.r.elements()[1].integer(), 9007199254740991);
+  EXPECT_EQ(c.execute({"GET", shared}).str(), "9007199254740991");
+  for (const char* bad : {"9007199254740991", "9999999999999999", "10000000000000000", "12a", "-5", ""}) {
+    c.execute({"SET", shared, bad});
+    const auto lock = dlock::test::unique_name("lock");
+    auto r = eval(c, dlock::scripts::mutex_acquire, {lock, shared}, {"30000", "A:1", "0"});
+    EXPECT_EQ(r.ec, dlock::errc::server_error) << "counter '" << bad << "': " << r.ec.message();
+    EXPECT_EQ(c.execute({"EXISTS", lock}).integer(), 0) << "counter '" << bad << "': no lock left held";
+    EXPECT_EQ(c.execute({"GET", shared}).str(), bad) << "counter untouched";
+  }
+  // Sixteen digits with leading zeros: a small number, below the clock.
+  c.execute({"SET", shared, "0000000000000005"});
+  auto zeros = acquire();
+  ASSERT_FALSE(zeros.ec) << zeros.ec.message();
+  EXPECT_GT(zeros.r.elements()[1].integer(), 1000000000000000) << "the clock's microseconds";
+  EXPECT_EQ(c.execute({"GET", shared}).str(), std::to_string(zeros.r.elements()[1].integer()));
+}
+
 // KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
 TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
   counter_lab lab;

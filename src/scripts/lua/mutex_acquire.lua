@@ -70,16 +70,20 @@ local ticket = (KEYS[3] and ARGV[4]) or ''
 local fenced = ARGV[6] ~= '0'
 local token
 local claim = false  -- the lock is a hand-off kept for this caller
--- A grant not yet confirmed (the marker): its ticket and token, or nil.
-local function grant()
+-- A grant not yet confirmed (the marker): its ticket ('' when unreadable) and token, read only
+-- where the caller may be its grantee: confirming, or finding the lock its own already (below).
+-- (Inline, not a function: Lua 5.1 creates a script's functions anew on every call.)
+local mark_ticket, mark_token
+if held ~= 0 and (ARGV[7] == '2' or (held == have + 1 and have == 0)) then
   local mark = redis.call('hget', KEYS[1], 'dlock:grant')
-  if not mark then return nil end
-  local t, tok = string.match(mark, '^(%d+) (%d+)$')
-  return t or '', tonumber(tok or '0')
+  if mark then
+    local t, tok = string.match(mark, '^(%d+) (%d+)$')
+    mark_ticket, mark_token = t or '', tonumber(tok or '0')
+  end
 end
 if ARGV[7] == '2' then
   if held == 0 then return {-1, 0} end
-  local t, tok = grant()
+  local t, tok = mark_ticket, mark_token
   if t and t ~= ticket then return {-1, held} end
   if t then redis.call('hdel', KEYS[1], 'dlock:grant') end
   redis.call('pexpire', KEYS[1], ARGV[1])
@@ -113,21 +117,23 @@ if busy then
     local now = redis.call('time')
     local ttl = tonumber(ARGV[5])
     local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-    local now_us = now[1] * 1000000 + now[2]  -- below 2^53: exact; ties practically never
+    -- Server µs as digits, from TIME's (a number argument would go through printf's
+    -- floating-point path); below 2^53: exact; ties practically never.
+    local now_us = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
     local placed
     if ARGV[7] == '1' then
       -- Named, but the lock was taken after all: in front of the head.
       local first = redis.pcall('zrange', KEYS[3], 0, 0, 'WITHSCORES')
       local score = now_us
-      if type(first) == 'table' and first[2] then score = math.min(score, tonumber(first[2]) - 1) end
+      if type(first) == 'table' and first[2] then score = math.min(tonumber(now_us), tonumber(first[2]) - 1) end
       placed = redis.pcall('zadd', KEYS[3], score, ticket)
     else
       placed = redis.pcall('zadd', KEYS[3], 'NX', now_us, ticket)  -- a known waiter keeps its place
     end
-    -- Both keys live as long as their longest-lived entry.
+    -- Both keys live as long as their longest-lived entry (ARGV[5] passed on as sent: digits).
     local function outlive(key)
       local kttl = redis.pcall('pttl', key)
-      if type(kttl) == 'number' and kttl < ttl then redis.pcall('pexpire', key, ttl) end
+      if type(kttl) == 'number' and kttl < ttl then redis.pcall('pexpire', key, ARGV[5]) end
     end
     if type(placed) == 'number' then
       outlive(KEYS[3])
@@ -162,9 +168,8 @@ end
 -- A first acquisition that finds the lock its own already: a resend that was applied, or a grant.
 local granted, granted_token = nil, nil
 if held == have + 1 and have == 0 then
-  local tok
-  granted, tok = grant()
-  if granted == ticket and ticket ~= '' then granted_token = tok end
+  granted = mark_ticket
+  if granted == ticket and ticket ~= '' then granted_token = mark_token end
 end
 local first = fenced and have == 0 and not granted_token
 local last, other_exists = 0, false
@@ -179,7 +184,7 @@ if granted then redis.call('hdel', KEYS[1], 'dlock:grant') end
 if held == have + 1 then
   redis.call('pexpire', KEYS[1], ARGV[1])  -- trusted from this send: the lease must start now
 else
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')  -- a string: a number goes through printf
   redis.call('pexpire', KEYS[1], ARGV[1])
 end
 token = granted_token or 0

@@ -17,7 +17,6 @@
 -- deleted; a waiter named, or ARGV[1] published: below), -1 when the count is already ARGV[4] - 1: a resent release that
 -- was applied, so it is not applied twice. A leaving waiter gets 1 when it passed a hand-off
 -- on, nil otherwise.
--- dlock:include fencing
 if ARGV[6] and ARGV[6] ~= '' then
   if KEYS[3] then redis.pcall('zrem', KEYS[3], ARGV[6]) end
   if KEYS[4] then redis.pcall('hdel', KEYS[4], ARGV[6]) end
@@ -61,115 +60,119 @@ redis.call('del', KEYS[1])
 -- released all the same and waiters find out by their re-checks.
 -- The queue's commands are pcalls: a queue key of another type never fails a release that has
 -- already deleted the lock (waiters then find out by their re-checks).
--- A queue entry's record (mutex_acquire.lua): '<stale-at ms> <client id>', and for a waiter
--- that takes grants '|<mode>|<at ms>|<sent>|<owner>' after the id (the client id absent for
--- older dlocks). Returns it as a table (stale_at nil when unreadable), or nil and true when it
--- cannot be read.
-local function entry_of(ticket)
-  if not KEYS[4] then return nil end
-  local v = redis.pcall('hget', KEYS[4], ticket)
-  if type(v) == 'table' and v.err then return nil, true end
-  local ms, rest = string.match(v or '', '^(%d+) ?(%S*)$')
-  if not ms then return {} end
-  local rec = {stale_at = tonumber(ms)}
-  local id, mode, at, sent, owner = string.match(rest, '^([^|]+)|([^|]+)|(%d+)|(%d+)|([^|]+)$')
-  if id then
-    rec.id, rec.mode, rec.at, rec.sent, rec.owner = id, mode, tonumber(at), sent, owner
-  elseif rest ~= '' then
-    rec.id = rest
-  end
-  return rec
-end
--- Publishes `msg` to client `id`'s waiter channel; true if someone there heard it. Else on the
--- lock's channel; false.
-local function tell(id, msg)
-  if id then
-    local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. id, msg)
-    if type(heard) == 'number' and heard > 0 then return true end
-  end
-  redis.pcall('publish', KEYS[2], msg)
-  return false
-end
--- The queue's head that is not stale, with its record and the server time (TIME's reply).
--- No queue (the usual uncontended release): one ZPOPMIN of a missing key.
-local function live_head()
-  local now, now_ms
-  for _ = 1, 100 do  -- bounded: a pile of stale entries is cleared over several releases
-    local head = redis.pcall('zpopmin', KEYS[3])
-    if type(head) ~= 'table' or not head[1] or head.err then return nil end
-    if not now then
-      now = redis.call('time')
-      now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+-- The queue's head: none (the usual uncontended release) costs one ZPOPMIN of a missing key, and
+-- nothing below is defined — Lua 5.1 creates a script's functions anew on every call.
+local popped = KEYS[3] and redis.pcall('zpopmin', KEYS[3])
+if type(popped) == 'table' and popped[1] then
+  -- dlock:include fencing
+  -- A queue entry's record (mutex_acquire.lua): '<stale-at ms> <client id>', and for a waiter
+  -- that takes grants '|<mode>|<at ms>|<sent>|<owner>' after the id (the client id absent for
+  -- older dlocks). Returns it as a table (stale_at nil when unreadable), or nil and true when it
+  -- cannot be read.
+  local function entry_of(ticket)
+    if not KEYS[4] then return nil end
+    local v = redis.pcall('hget', KEYS[4], ticket)
+    if type(v) == 'table' and v.err then return nil, true end
+    local ms, rest = string.match(v or '', '^(%d+) ?(%S*)$')
+    if not ms then return {} end
+    local rec = {stale_at = tonumber(ms)}
+    local id, mode, at, sent, owner = string.match(rest, '^([^|]+)|([^|]+)|(%d+)|(%d+)|([^|]+)$')
+    if id then
+      rec.id, rec.mode, rec.at, rec.sent, rec.owner = id, mode, tonumber(at), sent, owner
+    elseif rest ~= '' then
+      rec.id = rest
     end
-    if not KEYS[4] then return head[1], {}, now end
-    local rec, unknown = entry_of(head[1])
-    if unknown then return head[1], {}, now end  -- cannot tell: live
-    redis.pcall('hdel', KEYS[4], head[1])
-    if rec.stale_at and rec.stale_at > now_ms then return head[1], rec, now end
+    return rec
   end
-  return nil
-end
--- Grant: the lock goes straight to waiter `head` — its owner field with count 1, the marker
--- {'dlock:grant': '<ticket> <token>'}, the window as its expiry, and a fencing token issued as
--- its acquire would — and its client is told `=<ticket> <token> <ms> <sent> <window>` on its
--- waiter channel: ms, how long ago (server time) its latest attempt wrote its record; sent, that
--- attempt's own send time from the record; window, the grant's expiry in ms (this releaser's). From that the waiter trusts the grant from no later
--- than the grant was made: it holds the lock without an acquire of its own (its confirmation
--- sets its lease: mutex_acquire.lua). Only for an entry that takes grants fenced as this client
--- fences (the counters are this client's), and only while someone hears the message: else the
--- grant is undone (a token may have been used up: tokens need only increase) and the hand-off
--- goes on as a reservation. Every write is a pcall: a refusal (over maxmemory) leaves no grant.
-local function grant(head, rec, window, now)
-  local mode = ARGV[7]
-  if not (mode and mode ~= '' and rec.mode == mode and rec.id and rec.at and rec.owner and rec.sent and
-          KEYS[5]) then
+  -- Publishes `msg` to client `id`'s waiter channel; true if someone there heard it. Else on the
+  -- lock's channel; false.
+  local function tell(id, msg)
+    if id then
+      local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. id, msg)
+      if type(heard) == 'number' and heard > 0 then return true end
+    end
+    redis.pcall('publish', KEYS[2], msg)
     return false
   end
-  local token = 0
-  if mode ~= 'n' then
-    local last, other_exists = fencing_read(KEYS[5], KEYS[6])
-    if not last then return false end  -- a counter of another type: its acquire reports it
-    token = fencing_issue(KEYS[5], KEYS[6], last, other_exists, now)
-    if not token then return false end
+  -- The queue's head that is not stale, with its record and the server time (TIME's reply);
+  -- `head`: ZPOPMIN's reply that found the queue (below).
+  local function live_head(head)
+    local now = redis.call('time')
+    local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    for i = 1, 100 do  -- bounded: a pile of stale entries is cleared over several releases
+      if i > 1 then head = redis.pcall('zpopmin', KEYS[3]) end
+      if type(head) ~= 'table' or not head[1] or head.err then return nil end
+      if not KEYS[4] then return head[1], {}, now end
+      local rec, unknown = entry_of(head[1])
+      if unknown then return head[1], {}, now end  -- cannot tell: live
+      redis.pcall('hdel', KEYS[4], head[1])
+      if rec.stale_at and rec.stale_at > now_ms then return head[1], rec, now end
+    end
+    return nil
   end
-  local granted = type(redis.pcall('hset', KEYS[1], rec.owner, 1, 'dlock:grant',
-                                   head .. ' ' .. digits(token))) == 'number' and
-                  type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
-  if granted then
-    local message = '=' .. head .. ' ' .. digits(token) .. ' ' ..
-                    digits(math.max(now[1] * 1000 + math.floor(now[2] / 1000) - rec.at, 0)) ..
-                    ' ' .. rec.sent .. ' ' .. digits(window)
-    local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. rec.id, message)
-    if type(heard) == 'number' and heard > 0 then return true end
+  -- Grant: the lock goes straight to waiter `head` — its owner field with count 1, the marker
+  -- {'dlock:grant': '<ticket> <token>'}, the window as its expiry, and a fencing token issued as
+  -- its acquire would — and its client is told `=<ticket> <token> <ms> <sent> <window>` on its
+  -- waiter channel: ms, how long ago (server time) its latest attempt wrote its record; sent, that
+  -- attempt's own send time from the record; window, the grant's expiry in ms (this releaser's
+  -- ARGV[5]). From that the waiter trusts the grant from no later
+  -- than the grant was made: it holds the lock without an acquire of its own (its confirmation
+  -- sets its lease: mutex_acquire.lua). Only for an entry that takes grants fenced as this client
+  -- fences (the counters are this client's), and only while someone hears the message: else the
+  -- grant is undone (a token may have been used up: tokens need only increase) and the hand-off
+  -- goes on as a reservation. Every write is a pcall: a refusal (over maxmemory) leaves no grant.
+  local function grant(head, rec, window, now)
+    local mode = ARGV[7]
+    if not (mode and mode ~= '' and rec.mode == mode and rec.id and rec.at and rec.owner and rec.sent and
+            KEYS[5]) then
+      return false
+    end
+    local token = 0
+    if mode ~= 'n' then
+      local last, other_exists = fencing_read(KEYS[5], KEYS[6])
+      if not last then return false end  -- a counter of another type: its acquire reports it
+      token = fencing_issue(KEYS[5], KEYS[6], last, other_exists, now)
+      if not token then return false end
+    end
+    local granted = type(redis.pcall('hset', KEYS[1], rec.owner, '1', 'dlock:grant',
+                                     head .. ' ' .. digits(token))) == 'number' and
+                    type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
+    if granted then
+      local message = '=' .. head .. ' ' .. digits(token) .. ' ' ..
+                      digits(math.max(now[1] * 1000 + math.floor(now[2] / 1000) - rec.at, 0)) ..
+                      ' ' .. rec.sent .. ' ' .. window
+      local heard = redis.pcall('publish', 'dlock_waiter__channel:' .. rec.id, message)
+      if type(heard) == 'number' and heard > 0 then return true end
+    end
+    redis.call('del', KEYS[1])
+    return false
   end
-  redis.call('del', KEYS[1])
-  return false
-end
--- The next in line stands by: '-' and its ticket (on the Redisson channel a negative number,
--- which Redisson's LockPubSub ignores too). Its client re-checks when the window has passed, so
--- a named waiter that died costs the queue the window, not a whole re-check interval.
-local function stand_by_next()
-  local nxt = redis.pcall('zrange', KEYS[3], 0, 0)
-  if type(nxt) == 'table' and nxt[1] then
-    local rec = entry_of(nxt[1])
-    tell(rec and rec.id, '-' .. nxt[1])
+  -- The next in line stands by: '-' and its ticket (on the Redisson channel a negative number,
+  -- which Redisson's LockPubSub ignores too). Its client re-checks when the window has passed, so
+  -- a named waiter that died costs the queue the window, not a whole re-check interval.
+  local function stand_by_next()
+    local nxt = redis.pcall('zrange', KEYS[3], 0, 0)
+    if type(nxt) == 'table' and nxt[1] then
+      local rec = entry_of(nxt[1])
+      tell(rec and rec.id, '-' .. nxt[1])
+    end
   end
-end
-if KEYS[3] then
-  local head, rec, now = live_head()
+  local head, rec, now = live_head(popped)
   if head then
-    local window = tonumber(ARGV[5] or '0') or 0
+    -- ARGV[5] goes to PEXPIRE and into the message as sent (digits: a number argument would go
+    -- through printf's floating-point path); one that is not refuses the grant and the hand-off.
+    local window = (tonumber(ARGV[5] or '0') or 0) > 0 and ARGV[5]
     -- No stand-by after a grant: telling the next in line woke a third process at every
     -- hand-off (W3: ~40 us of it), for one failure only — a grantee whose process stalls while
     -- its client still hears. Its grant ends with the window; the others find the lock free
     -- at their next re-check (config::wait_recheck), and a queue entry of a stalled waiter goes
     -- stale within its validity, so a stall costs at most one grant.
-    if window > 0 and grant(head, rec, window, now) then return 1 end
+    if window and grant(head, rec, window, now) then return 1 end
     -- Hand-off: keep the lock for the named waiter for a moment (mutex_acquire.lua), so that
     -- nobody takes it between this unlock and that waiter's acquire. HSET may be refused (over
     -- maxmemory): then the lock is simply free. A reservation must never outlive its window.
     local kept = false
-    if window > 0 and type(redis.pcall('hset', KEYS[1], 'dlock:handoff', head)) == 'number' then
+    if window and type(redis.pcall('hset', KEYS[1], 'dlock:handoff', head)) == 'number' then
       kept = type(redis.pcall('pexpire', KEYS[1], window)) == 'number'
       if not kept then redis.call('del', KEYS[1]) end
     end

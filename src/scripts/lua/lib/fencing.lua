@@ -30,26 +30,19 @@ local function fencing_read(advanced, other)
   local texts = other and redis.pcall('mget', advanced, other) or {}
   if texts.err then return nil, texts end
   if not texts[1] then texts[1] = redis.pcall('get', advanced) end
-  local function read(key, text)
+  local last, other_exists = 0, false
+  for i = 1, other and 2 or 1 do  -- a loop, not a function: one is created on every call
+    local text = texts[i]
     if type(text) == 'table' and text.err then return nil, text end
-    if not text then return nil end
-    -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one.
-    if not string.match(text, '^%d+$') or #text > 16 or tonumber(text) >= 9007199254740991 then
-      return nil, redis.error_reply('ERR fencing counter ' .. key .. ' is not an integer below 2^53')
-    end
-    return tonumber(text)
-  end
-  local last, bad = read(advanced, texts[1])
-  if bad then return nil, bad end
-  last = last or 0
-  local other_exists = false
-  if other then
-    local value
-    value, bad = read(other, texts[2])
-    if bad then return nil, bad end
-    if value then
-      other_exists = true
-      last = math.max(last, value)
+    if text then
+      -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one (digit strings
+      -- of one length compare as their numbers: no conversion before the check).
+      if not string.match(text, '^%d+$') or #text > 16 or (#text == 16 and text >= '9007199254740991') then
+        return nil, redis.error_reply('ERR fencing counter ' .. (i == 1 and advanced or other) ..
+                                      ' is not an integer below 2^53')
+      end
+      last = math.max(last, tonumber(text))
+      if i == 2 then other_exists = true end
     end
   end
   return last, other_exists
