@@ -178,7 +178,7 @@ struct counter_lab {
 // A counter is read as digits below 2^53 - 1 (the check compares the digits, before any
 // conversion): 2^53 - 2 goes on to 2^53 - 1, which is issued; from there, and from anything
 // longer or not a number, an acquisition is refused with nothing written. Leading zeros are
-// digits like any other.
+// digits like any other, and shorter digits are below the limit whatever they sort as.
 TEST(scripts, a_fencing_counter_is_read_as_digits_below_two_to_the_53) {
   counter_lab lab;
   auto& [srv, c, name, k, shared, own] = lab;
@@ -198,12 +198,15 @@ TEST(scripts, a_fencing_counter_is_read_as_digits_below_two_to_the_53) {
     EXPECT_EQ(c.execute({"EXISTS", lock}).integer(), 0) << "counter '" << bad << "': no lock left held";
     EXPECT_EQ(c.execute({"GET", shared}).str(), bad) << "counter untouched";
   }
-  // Sixteen digits with leading zeros: a small number, below the clock.
-  c.execute({"SET", shared, "0000000000000005"});
-  auto zeros = acquire();
-  ASSERT_FALSE(zeros.ec) << zeros.ec.message();
-  EXPECT_GT(zeros.r.elements()[1].integer(), 1000000000000000) << "the clock's microseconds";
-  EXPECT_EQ(c.execute({"GET", shared}).str(), std::to_string(zeros.r.elements()[1].integer()));
+  // Shorter digits that sort after the limit as text, and sixteen digits with leading zeros:
+  // small numbers, below the clock.
+  for (const char* small : {"95", "901", "0000000000000005"}) {
+    c.execute({"SET", shared, small});
+    auto r = acquire();
+    ASSERT_FALSE(r.ec) << "counter '" << small << "': " << r.ec.message();
+    EXPECT_GT(r.r.elements()[1].integer(), 1000000000000000) << "the clock's microseconds";
+    EXPECT_EQ(c.execute({"GET", shared}).str(), std::to_string(r.r.elements()[1].integer()));
+  }
 }
 
 // KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
