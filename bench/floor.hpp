@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
 #include "scripts/script.hpp"
 
 namespace bench::plain {
@@ -27,6 +28,9 @@ class conn {
       throw std::runtime_error("connect: " + std::string{c_ != nullptr ? c_->errstr : "no memory"});
     }
   }
+  // To --host (default 127.0.0.1) and --port (default 6379), as every floor tool takes them.
+  explicit conn(const options& opt)
+      : conn{opt.str("host", "127.0.0.1"), static_cast<int>(opt.integer("port", 6379))} {}
   ~conn() { redisFree(c_); }
   conn(const conn&) = delete;
   conn& operator=(const conn&) = delete;

@@ -24,7 +24,7 @@ using bench::plain::load;
 int main(int argc, char** argv) {
   try {
     const bench::options opt{argc, argv, 1};
-    conn c{opt.str("host", "127.0.0.1"), static_cast<int>(opt.integer("port", 6379))};
+    conn c{opt};
     const auto iterations = opt.integer("iterations", 20000);
     const auto warmup = opt.integer("warmup", 500);
     const std::string name = opt.str("name", "bench:floor:pair");

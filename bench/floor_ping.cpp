@@ -40,7 +40,7 @@ double ping_us(conn& c, const std::vector<std::string>& ping) {
 int main(int argc, char** argv) {
   try {
     const bench::options opt{argc, argv, 1};
-    conn c{opt.str("host", "127.0.0.1"), static_cast<int>(opt.integer("port", 6379))};
+    conn c{opt};
     const auto iterations = opt.integer("iterations", 2000);
     const auto warmup = opt.integer("warmup", 50);
     const auto hold_us = opt.integer("hold-us", 1000);

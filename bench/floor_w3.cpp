@@ -57,12 +57,10 @@ std::string text(const redisReply* r) { return r->str != nullptr ? std::string{r
 int main(int argc, char** argv) {
   try {
     const bench::options opt{argc, argv, 1};
-    const auto host = opt.str("host", "127.0.0.1");
-    const auto port = static_cast<int>(opt.integer("port", 6379));
     const auto name = opt.required("name");
     const auto hold = opt.integer("hold-us", 1000) * 1000;
     const auto think = opt.integer("think-us", 1000) * 1000;
-    conn cmd{host, port}, sub{host, port};
+    conn cmd{opt}, sub{opt};
 
     // As dlock's defaults send them: a 30 s watchdog lease, the queue entry valid for the re-check
     // interval (3 s) plus a second, the shared fencing counter with the lock's own read too,
