@@ -9,9 +9,10 @@ builds the programs and installs the peers; this file does the measuring.
          [--skip-redis-py REASON]
 
 Each repetition measures the floor (redis-benchmark PING -c 1, the hiredis pair, redis-benchmark
--c 50 -P 1 of the two scripts, and before W3 a PING after a W3 hold) and then W1..W6, the systems of each workload in a different
-order in every repetition (W1 and W2 in chunks, the order turning chunk by chunk). Ratios are taken within a repetition (same server, same minute) and
-reported as the median over repetitions with the min-max spread.
+-c 50 -P 1 of the two scripts, and before W3 a PING after a W3 hold) and then W1..W6, the systems
+of each workload in a different order in every repetition (W1 and W2 in chunks, the order turning
+chunk by chunk). Ratios are taken within a repetition (same server, same minute) and reported as
+the median over repetitions with the min-max spread.
 
 --quick: one repetition with small counts; writes the report and plots under --work unless
 --md/--plots say otherwise, and exits 1 unless every workload ran and produced numbers (their
@@ -88,11 +89,13 @@ def commands_sent(before, after, system):
 
 SIZES = {
     "full": dict(reps=3, w1_chunks=4, ping_n=20000, c50_acq_n=100000, c50_rel_n=50000,
-                 c50_preload=1000000, w1_n=20000, w1_warmup=500, idle_ping_n=2000, w2_s=3.0, w2_chunks=3, w3_s=10.0, w4_s=10.0, w4_margin=2.0,
+                 c50_preload=1000000, w1_n=20000, w1_warmup=500, idle_ping_n=2000, w2_s=3.0, w2_chunks=3,
+                 w3_s=10.0, w4_s=10.0, w4_margin=2.0,
                  w5_locks=10000, w5_watchdog="1500ms", w6_locks=100000, start_delay=1.5, diag_n=5000,
                  diag_scaling=(5000, 10000, 20000)),
     "quick": dict(reps=1, w1_chunks=1, ping_n=2000, c50_acq_n=5000, c50_rel_n=5000,
-                  c50_preload=100000, w1_n=2000, w1_warmup=100, idle_ping_n=200, w2_s=0.5, w2_chunks=1, w3_s=1.5, w4_s=1.5, w4_margin=0.3,
+                  c50_preload=100000, w1_n=2000, w1_warmup=100, idle_ping_n=200, w2_s=0.5, w2_chunks=1,
+                  w3_s=1.5, w4_s=1.5, w4_margin=0.3,
                   w5_locks=1000, w5_watchdog="900ms", w6_locks=5000, start_delay=1.0, diag_n=1000,
                   diag_scaling=(1000, 2000, 4000)),
 }
@@ -710,7 +713,8 @@ class Runner:
             for procs in (1, 4):
                 for chunk in range(self.size["w2_chunks"]):
                     for s in rot(w2_systems, chunk):
-                        self.step("W2 %dx50 %s (chunk %d)" % (procs, s, chunk + 1), self.w2, s, procs, rep, chunk)
+                        self.step("W2 %dx50 %s (chunk %d)" % (procs, s, chunk + 1),
+                                  self.w2, s, procs, rep, chunk)
                 self.step("W2 %dx50 statistics" % procs, self.w2_finish, procs, rep)
             self.step("floor: PING after a 1 ms hold", self.floor_idle_ping, rep)
             # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
@@ -1345,7 +1349,8 @@ def check(runner):
                                           "subscribe_errors", "handoffs")]
     want += [("w5", "dlock", m) for m in ("lost", "scripts_per_100_holds_per_period", "rss_per_lock")]
     want += [("w6", s, m) for s in ("dlock", "dlock-perlock", "dlock-nofence") for m in ("bytes_per_lock",)]
-    positive = {"rtt_us", "after_hold_p50_us", "back_to_back_p50_us", "acq_vs_ideal_rtt_after_hold", "pairs_per_s", "p50_us", "p99_us", "1x50_pairs_per_s", "4x50_pairs_per_s",
+    positive = {"rtt_us", "after_hold_p50_us", "back_to_back_p50_us", "acq_vs_ideal_rtt_after_hold",
+                "pairs_per_s", "p50_us", "p99_us", "1x50_pairs_per_s", "4x50_pairs_per_s",
                 "acq_per_s", "wait_p50_us", "wait_p99_us", "jain", "handoffs", "commands_per_handoff",
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor",
