@@ -125,7 +125,9 @@ if busy then
       -- Named, but the lock was taken after all: in front of the head.
       local first = redis.pcall('zrange', KEYS[3], 0, 0, 'WITHSCORES')
       local score = now_us
-      if type(first) == 'table' and first[2] then score = math.min(tonumber(now_us), tonumber(first[2]) - 1) end
+      if type(first) == 'table' and first[2] then
+        score = math.min(tonumber(now_us), tonumber(first[2]) - 1)
+      end
       placed = redis.pcall('zadd', KEYS[3], score, ticket)
     else
       placed = redis.pcall('zadd', KEYS[3], 'NX', now_us, ticket)  -- a known waiter keeps its place

@@ -38,7 +38,8 @@ local function fencing_read(advanced, other)
       -- Digits only, and below 2^53 - 1, where Lua's numbers stop counting by one (digit strings
       -- of one length compare as their numbers — Lua uses strcoll, and digits collate in order in
       -- the C and glibc locales — so no conversion before the check).
-      if not string.match(text, '^%d+$') or #text > 16 or (#text == 16 and text >= '9007199254740991') then
+      if not string.match(text, '^%d+$') or #text > 16 or
+         (#text == 16 and text >= '9007199254740991') then
         return nil, redis.error_reply('ERR fencing counter ' .. (i == 1 and advanced or other) ..
                                       ' is not an integer below 2^53')
       end
