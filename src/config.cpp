@@ -13,9 +13,6 @@ using namespace std::string_view_literals;
 // One year bounds every duration: larger values are typos, and they keep deadline arithmetic
 // on steady_clock far from overflow.
 constexpr std::chrono::milliseconds max_duration{365ll * 24 * 3'600'000};
-// A hand-off longer than this would hold every other waiter up for no purpose.
-constexpr std::chrono::milliseconds max_handoff_window{60'000};
-constexpr std::chrono::milliseconds max_subscription_linger{3'600'000};
 
 bool parse_uint(std::string_view s, std::uint64_t& out) {
   if (s.empty()) return false;
@@ -116,7 +113,8 @@ bool set_duration(std::chrono::milliseconds& field, std::string_view key, std::s
 
 bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, parse_state& st) {
   std::string value;
-  if (!percent_decode(raw, value)) return st.fail("bad percent-encoding in parameter " + std::string(key));
+  if (!percent_decode(raw, value))
+    return st.fail("bad percent-encoding in parameter " + std::string(key));
   if (key == "connect_timeout") return set_duration(cfg.connect_timeout, key, value, false, st);
   if (key == "timeout") return set_duration(cfg.command_timeout, key, value, false, st);
   if (key == "health_check") return set_duration(cfg.health_check_interval, key, value, true, st);
@@ -124,8 +122,6 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
   if (key == "reconnect_max") return set_duration(cfg.reconnect_max, key, value, false, st);
   if (key == "watchdog") return set_duration(cfg.watchdog_lease, key, value, false, st);
   if (key == "recheck") return set_duration(cfg.wait_recheck, key, value, false, st);
-  if (key == "handoff") return set_duration(cfg.handoff_window, key, value, true, st);  // <= 1m: validate()
-  if (key == "linger") return set_duration(cfg.subscription_linger, key, value, true, st);  // <= 1h: validate()
   if (key == "max_name") {
     std::uint64_t n = 0;
     if (!parse_uint(value, n) || n == 0 || n > 65536) return st.fail("max_name must be 1..65536");
@@ -147,36 +143,14 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
     if (value != "fail" && value != "accept") {
       return st.fail("on_shortfall must be fail or accept, got '" + value + "'");
     }
-    cfg.on_shortfall = value == "fail" ? config::shortfall_policy::fail : config::shortfall_policy::accept;
+    cfg.on_shortfall =
+        value == "fail" ? config::shortfall_policy::fail : config::shortfall_policy::accept;
     return true;
   }
   if (key == "fencing") {
-    using mode = config::fencing_mode;
-    if (value == "on") {
-      cfg.fencing = mode::shared;
-    } else if (value == "per-lock") {
-      cfg.fencing = mode::per_lock;
-    } else if (value == "off") {
-      cfg.fencing = mode::off;
-    } else {
-      return st.fail("fencing must be on, per-lock or off, got '" + value + "'");
-    }
-    return true;
-  }
-  if (key == "grant") {
-    if (value != "on" && value != "off") return st.fail("grant must be on or off, got '" + value + "'");
-    cfg.grants = value == "on";
-    return true;
-  }
-  if (key == "caller_io") {
-    if (value != "on" && value != "off") return st.fail("caller_io must be on or off, got '" + value + "'");
-    cfg.caller_io = value == "on";
-    return true;
-  }
-  if (key == "io_threads") {
-    std::uint64_t n = 0;
-    if (!parse_uint(value, n) || n == 0 || n > 64) return st.fail("io_threads must be 1..64");
-    cfg.io_threads = static_cast<unsigned>(n);
+    if (value != "on" && value != "off")
+      return st.fail("fencing must be on or off, got '" + value + "'");
+    cfg.fencing = value == "on" ? config::fencing_mode::on : config::fencing_mode::off;
     return true;
   }
   std::string* file = key == "ca"     ? &cfg.tls.ca_file
@@ -214,7 +188,8 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
   if (!path.empty()) {
     std::uint64_t db = 0;
     if (!parse_uint(path, db) || db > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-      return st.fail("database index must be a non-negative integer, got '" + std::string(path) + "'");
+      return st.fail("database index must be a non-negative integer, got '" + std::string(path) +
+                     "'");
     }
     cfg.database = static_cast<int>(db);
   }
@@ -224,7 +199,8 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
     query = amp == std::string_view::npos ? ""sv : query.substr(amp + 1);
     if (item.empty()) continue;
     auto eq = item.find('=');
-    if (eq == std::string_view::npos) return st.fail("parameter '" + std::string(item) + "' has no value");
+    if (eq == std::string_view::npos)
+      return st.fail("parameter '" + std::string(item) + "' has no value");
     if (!parse_parameter(item.substr(0, eq), item.substr(eq + 1), cfg, st)) return false;
   }
   std::error_code vec;
@@ -246,10 +222,14 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::error_code&
   }
   const auto unit = text.substr(digits);
   std::uint64_t scale = 0;
-  if (unit.empty() || unit == "ms") scale = 1;
-  else if (unit == "s") scale = 1000;
-  else if (unit == "m" || unit == "min") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
+  if (unit.empty() || unit == "ms")
+    scale = 1;
+  else if (unit == "s")
+    scale = 1000;
+  else if (unit == "m" || unit == "min")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
   const auto max_ms = static_cast<std::uint64_t>(max_duration.count());
   if (scale == 0 || n > max_ms / scale) {
     ec = errc::invalid_argument;
@@ -280,14 +260,7 @@ std::error_code config::validate(std::string& reason) const {
       health_check_interval > max_duration || reconnect_max > max_duration) {
     return bad("durations must be at most a year");
   }
-  if (handoff_window.count() < 0 || handoff_window > max_handoff_window) {
-    return bad("handoff must be 0..1m");
-  }
-  if (subscription_linger.count() < 0 || subscription_linger > max_subscription_linger) {
-    return bad("linger must be 0..1h");
-  }
   if (max_name_length == 0) return bad("max_name must be positive");
-  if (io_threads == 0) return bad("io_threads must be at least 1");
   if (wait_timeout.count() <= 0) return bad("wait_timeout must be positive");
   for (char c : client_name) {
     if (c <= ' ' || c > '~') return bad("client name must be printable ASCII without spaces");

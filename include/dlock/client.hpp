@@ -1,7 +1,7 @@
 // dlock/client.hpp — a connection to Redis that every dlock synchronizer shares.
 //
-// A client owns an asio::io_context and the thread(s) running it (config::io_threads), one
-// pipelined command connection and one pub/sub subscriber connection. It connects in the
+// A client owns an asio::io_context and the one I/O thread running it, one pipelined command
+// connection and one pub/sub subscriber connection. It connects in the
 // background and reconnects on its own; a call made while it is disconnected waits up to the
 // connect timeout and then fails with the connect error.
 //
@@ -36,13 +36,14 @@ namespace dlock {
 
 namespace detail {
 class client_impl;
-}
+struct client_access;  // dlock's own synchronizers and tests reach the client through it
+}  // namespace detail
 
 class client {
  public:
   using executor_type = asio::any_io_executor;
 
-  // Starts the I/O thread(s) and begins connecting. Throws lock_error(errc::invalid_uri) for an
+  // Starts the I/O thread and begins connecting. Throws lock_error(errc::invalid_uri) for an
   // invalid config and lock_error(errc::tls_config_invalid) for unusable TLS files.
   explicit client(config cfg);
   client(config cfg, std::error_code& ec);  // on error the client is unusable (calls fail)
@@ -78,11 +79,11 @@ class client {
   std::chrono::microseconds ping();
   std::chrono::microseconds ping(std::error_code& ec);
 
-  // For dlock's own synchronizers.
-  detail::client_impl& impl() noexcept { return *impl_; }
-  const std::shared_ptr<detail::client_impl>& shared_impl() const noexcept { return impl_; }
+  detail::client_impl& impl() noexcept { return *impl_; }  // TEMPORARY: tests move to client_access
 
  private:
+  friend struct detail::client_access;
+
   void start_execute(std::vector<std::string> args, detail::completion<reply> done);
 
   std::shared_ptr<detail::client_impl> impl_;

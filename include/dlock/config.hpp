@@ -17,13 +17,10 @@
 //   recheck       longest a waiter goes without re-checking the lock (default 3s): what a lost
 //                 unlock message can cost, at most
 //   max_name      longest lock name accepted, in bytes (default 1024)
-//   io_threads    threads running the client's io_context (default 1)
-//   fencing       `on` (default): every first acquisition takes a fencing token from one
-//                 counter that all locks of the database share (dlock_fencing_counter);
-//                 `per-lock`: from the lock's own counter redisson_lock_token:{name}, as
-//                 Redisson's RFencedLock (for names that RFencedLock takes too; the key, ~100
-//                 bytes, stays after release, one per name ever locked); `off`: no counter,
-//                 tokens are 0
+//   fencing       `on` (default): every first acquisition takes a fencing token from the
+//                 counter of the lock's cluster slot (keys::slot_fencing_counter: at most one small
+//                 key per slot, whatever the number of names), kept above Redisson RFencedLock's
+//                 counter of the name when that exists; `off`: no counter, tokens are 0
 //   wait_replicas replicas that must acknowledge each acquisition (WAIT after the acquire
 //                 script, on the same connection: WAIT counts that connection's writes);
 //                 0 (default) = no check
@@ -32,15 +29,10 @@
 //   on_shortfall  fewer replicas acknowledged in time: `fail` (default) gives the lock back
 //                 and reports errc::no_replicas; `accept` keeps it and marks the lease
 //                 unreplicated (lease::replicated() == false)
-//   caller_io     `on` (default): a blocking lock()/try_lock*/unlock() sends its script and
-//                 reads the reply on the calling thread, over a second connection (see
-//                 caller_io below); `off`: every call goes through the client's I/O thread
-//   handoff       how long an unlock keeps the lock for the waiter it wakes (default 100ms;
-//                 `0` = no hand-off: whoever asks first after an unlock takes the lock)
-//   grant         `on` (default): an unlock hands the lock straight to the waiter it wakes
-//                 (see grants below); `off`: it only keeps the lock for it (both sides)
-//   linger        how long a lock's unlock channel stays subscribed after its last waiter in
-//                 this client is done (default 1s; `0` = unsubscribe at once)
+//
+// Removed in this version (a URI naming them is refused): io_threads (a client runs one I/O
+// thread), caller_io (blocking calls wait on the asynchronous ones), handoff, grant and linger
+// (the hand-off is part of the lock protocol, not a setting), fencing=per-lock (see fencing).
 //
 // Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
 // rejected with errc::invalid_uri.
@@ -57,10 +49,10 @@ namespace dlock {
 
 struct tls_options {
   bool enabled = false;
-  std::string ca_file;     // PEM CA bundle; empty = the system's default trust store
-  std::string cert_file;   // client certificate chain (PEM), for servers that require one
-  std::string key_file;    // client private key (PEM)
-  std::string server_name; // name the certificate must carry; empty = config::host
+  std::string ca_file;      // PEM CA bundle; empty = the system's default trust store
+  std::string cert_file;    // client certificate chain (PEM), for servers that require one
+  std::string key_file;     // client private key (PEM)
+  std::string server_name;  // name the certificate must carry; empty = config::host
 };
 
 // Conditions that do not fail a call but weaken what a lock promises, or slow it down.
@@ -82,61 +74,23 @@ struct config {
   int database = 0;
   tls_options tls;
 
-  std::chrono::milliseconds connect_timeout{2000};    // TCP + TLS + AUTH/SELECT handshake
-  std::chrono::milliseconds command_timeout{3000};    // per command, from submission to reply
+  std::chrono::milliseconds connect_timeout{2000};        // TCP + TLS + AUTH/SELECT handshake
+  std::chrono::milliseconds command_timeout{3000};        // per command, from submission to reply
   std::chrono::milliseconds health_check_interval{5000};  // PING after this long idle; 0 = off
-  std::chrono::milliseconds reconnect_min{50};        // first backoff step (jittered)
-  std::chrono::milliseconds reconnect_max{2000};      // backoff cap
-  std::chrono::milliseconds watchdog_lease{30000};    // lease of locks taken without one
-  std::chrono::milliseconds wait_recheck{3000};       // a waiter re-checks at least this often
-  std::size_t max_name_length = 1024;                 // longest lock name accepted (bytes)
+  std::chrono::milliseconds reconnect_min{50};            // first backoff step (jittered)
+  std::chrono::milliseconds reconnect_max{2000};          // backoff cap
+  std::chrono::milliseconds watchdog_lease{30000};        // lease of locks taken without one
+  std::chrono::milliseconds wait_recheck{3000};           // a waiter re-checks at least this often
+  std::size_t max_name_length = 1024;                     // longest lock name accepted (bytes)
   std::string client_name = "dlock";
-  unsigned io_threads = 1;
-  // The blocking calls of dlock::mutex (lock, try_lock*, unlock) do their I/O on the calling
-  // thread when they can: over one more connection to the server, used by one thread at a
-  // time, they write the script and sleep until its reply, instead of handing the command to
-  // the I/O thread and being woken by it (two thread switches per command). A call that finds
-  // that connection busy, or has to wait for the lock, goes through the I/O thread as before.
-  // Not used with TLS or wait_replicas (WAIT counts the writes of the connection that sends it).
-  bool caller_io = true;
   // Where fencing tokens come from (see `fencing` above).
-  enum class fencing_mode { off, shared, per_lock };
-  fencing_mode fencing = fencing_mode::shared;
+  enum class fencing_mode { off, on };
+  fencing_mode fencing = fencing_mode::on;
   // Replication check of every first acquisition (see wait_replicas above).
   enum class shortfall_policy { fail, accept };
   unsigned wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{500};
   shortfall_policy on_shortfall = shortfall_policy::fail;
-  // Hand-off: an unlock that wakes a waiter of the lock's queue keeps the lock for that waiter
-  // this long (a reservation in the lock hash), so that nobody else's acquire takes it in the
-  // moment between the unlock and the woken waiter's acquire: waiters of dlock clients are
-  // served in arrival order instead of losing to whoever comes back first. A woken waiter that
-  // does not come (its process died) holds the others up for about this long: the next in
-  // line is told to stand by and re-checks when the window has passed. A waiter that gives up,
-  // or whose client is destroyed, passes it on at once. 0 = off.
-  std::chrono::milliseconds handoff_window{100};
-  // Grants: within the hand-off, the unlock gives the lock to the woken waiter outright — that
-  // waiter's owner field, a fencing token, the unlocker's window as its first lease — and tells
-  // it so on its client's channel: the waiter holds the lock when the message arrives, without
-  // a round trip of its own. It trusts the grant from no later than it was made (the message
-  // says how long after its last attempt, and the window) for that window, and a fifth of the
-  // window later, if it still holds the lock, confirms it (setting its own lease; a holder that
-  // releases sooner never needs to); a confirmation that finds it gone marks the lease lost.
-  // A client takes grants when handoff_window > 0, wait_replicas == 0 (a grant is the
-  // unlocker's write, which the waiter's WAIT could not count) and this is on; it makes them
-  // when handoff_window > 0, this is on, and the waiter is fenced as it is. A grant no one hears
-  // (its client died) is undone at once; one to a stalled process holds the lock for the
-  // window, and the other waiters find it free at their next re-check (wait_recheck). Off: the
-  // client neither makes nor takes grants (the unlock keeps the lock for the waiter, which then
-  // acquires it).
-  bool grants = true;
-  // How long a lock's unlock channel (redisson_lock__channel:{name}) stays subscribed after the
-  // last waiter of this client on it is done. A client that waits on the same lock again
-  // within it (a worker loop) neither subscribes again nor re-checks after the subscription's
-  // confirmation: three commands less per wait (SUBSCRIBE, the check, UNSUBSCRIBE). Meanwhile unlock messages of
-  // that lock still reach the client (and are dropped). At most 64 channels linger per client;
-  // the oldest is unsubscribed first. 0 = unsubscribe at once, as Redisson does.
-  std::chrono::milliseconds subscription_linger{1000};
   // Called at most once per kind of warning per client, on the client's I/O thread (it must not
   // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".
   std::function<void(warning, std::string_view message)> on_warning;

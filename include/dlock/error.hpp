@@ -22,19 +22,19 @@ namespace dlock {
 
 enum class errc {
   // Lock semantics.
-  not_owner = 1,       // unlock/renew by a caller that does not hold the lock
-  lease_lost,          // the lease expired or was taken away while it was believed held
-  timeout,             // the operation did not complete before its deadline
-  would_deadlock,      // a blocking call was made on the client's own I/O thread
-  shutdown,            // the client was shut down before the operation completed
-  invalid_argument,    // a bad name, duration or other argument
-  invalid_uri,         // a malformed connection URI or configuration value
+  not_owner = 1,     // unlock/renew by a caller that does not hold the lock
+  lease_lost,        // the lease expired or was taken away while it was believed held
+  timeout,           // the operation did not complete before its deadline
+  would_deadlock,    // a blocking call was made on the client's own I/O thread
+  shutdown,          // the client was shut down before the operation completed
+  invalid_argument,  // a bad name, duration or other argument
+  invalid_uri,       // a malformed connection URI or configuration value
 
   // Connection.
-  resolve_failed,        // the host name could not be resolved
-  connection_refused,    // nothing listens at host:port
-  connect_timeout,       // no connection (TCP, TLS and handshake) within the connect timeout
-  connection_lost,       // the connection broke with the request sent but unanswered (outcome unknown)
+  resolve_failed,      // the host name could not be resolved
+  connection_refused,  // nothing listens at host:port
+  connect_timeout,     // no connection (TCP, TLS and handshake) within the connect timeout
+  connection_lost,  // the connection broke with the request sent but unanswered (outcome unknown)
   tls_handshake_failed,  // the TLS handshake failed for a reason other than verification
   tls_verify_failed,     // the server's certificate chain did not verify against the CA
   tls_host_mismatch,     // the server's certificate names another host
@@ -45,22 +45,22 @@ enum class errc {
   protocol_error,        // the server sent bytes that are not RESP2
 
   // Redis error replies.
-  moved,           // MOVED: the slot lives on another cluster node
-  ask,             // ASK: retry once on another node with ASKING
-  try_again,       // TRYAGAIN: multi-key request during resharding
-  cross_slot,      // CROSSSLOT: keys of one request hash to different slots
-  cluster_down,    // CLUSTERDOWN
-  loading,         // LOADING: the server is loading its dataset
-  busy,            // BUSY: a script is running
-  unkillable,      // UNKILLABLE: a script that wrote cannot be killed
-  master_down,     // MASTERDOWN: replica lost its master and serves no stale data
-  no_replicas,     // NOREPLICAS: min-replicas-to-write not met
-  read_only,       // READONLY: write sent to a replica (usually after a failover)
-  out_of_memory,   // OOM: maxmemory reached under noeviction
-  no_script,       // NOSCRIPT: EVALSHA of a script the server does not have
-  wrong_type,      // WRONGTYPE: the key holds another kind of value
-  max_clients,     // ERR max number of clients reached
-  server_error,    // any other error reply (ERR ...)
+  moved,          // MOVED: the slot lives on another cluster node
+  ask,            // ASK: retry once on another node with ASKING
+  try_again,      // TRYAGAIN: multi-key request during resharding
+  cross_slot,     // CROSSSLOT: keys of one request hash to different slots
+  cluster_down,   // CLUSTERDOWN
+  loading,        // LOADING: the server is loading its dataset
+  busy,           // BUSY: a script is running
+  unkillable,     // UNKILLABLE: a script that wrote cannot be killed
+  master_down,    // MASTERDOWN: replica lost its master and serves no stale data
+  no_replicas,    // NOREPLICAS: min-replicas-to-write not met
+  read_only,      // READONLY: write sent to a replica (usually after a failover)
+  out_of_memory,  // OOM: maxmemory reached under noeviction
+  no_script,      // NOSCRIPT: EVALSHA of a script the server does not have
+  wrong_type,     // WRONGTYPE: the key holds another kind of value
+  max_clients,    // ERR max number of clients reached
+  server_error,   // any other error reply (ERR ...)
 };
 
 const std::error_category& error_category() noexcept;

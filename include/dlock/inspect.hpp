@@ -22,7 +22,7 @@
 namespace dlock {
 
 struct holder {
-  std::string owner;      // the owner field, <client-uuid>:<n>
+  std::string owner;  // the owner field, <client-uuid>:<n>
   std::uint32_t count = 0;
   // Set when the holder described itself (describe_holder); empty / 0 otherwise.
   std::string host;
@@ -32,17 +32,15 @@ struct holder {
 };
 
 struct lock_status {
-  bool held = false;                              // by a holder, or kept for a waiter
+  bool held = false;                              // by a holder
   std::vector<holder> holders;                    // one for a mutex
-  // Non-empty while an unlock keeps the lock for the waiter it woke (config::handoff_window):
-  // that waiter's ticket. The lock then has no holder yet but is not free to anyone else, for
-  // at most remaining_lease.
-  std::string handoff_ticket;
   std::chrono::milliseconds remaining_lease{-2};  // PTTL: -2 free, -1 no expiry
-  // The last token issued: on any lock of the database (the shared counter, the default), or
-  // on this name (config fencing=per-lock); 0 if none.
+  // The last token issued to any lock of this name's cluster slot (keys::slot_fencing_counter);
+  // 0 if none, or with fencing off.
   std::uint64_t fencing_counter = 0;
-  std::int64_t subscribers = 0;                   // clients subscribed to the unlock channel
+  std::int64_t queued = 0;  // dlock waiters in the lock's queue (keys::waiter_queue)
+  std::int64_t subscribers =
+      0;  // processes subscribed to the unlock channel (Redisson's and dlock's)
 };
 
 // Errors: errc::invalid_argument (bad name), errc::wrong_type, connection errors.

@@ -1,11 +1,13 @@
 // dlock/keys.hpp — every Redis key and channel name dlock derives from a lock name, in one
 // place (docs/compatibility.md lists them with their contents).
 //
-// Redisson's rule (RedissonObject.prefixName): `prefix:{name}`, or `prefix:name` when the name
-// already carries a hash tag. Either way the derived names hash to the same cluster slot as the
-// lock key itself, so one script may touch them all.
+// Redisson's rule (RedissonObject.prefixName / suffixName): `prefix:{name}` and `{name}:suffix`,
+// or `prefix:name` and `name:suffix` when the name carries a hash tag of its own. Either way every
+// derived name hashes to the lock key's cluster slot, so one script may touch them all; a name
+// for which that fails (`a{b`, `x{}y`, `a}b`) is refused (same_slot()).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,58 +26,81 @@ inline std::string prefixed(std::string_view prefix, std::string_view name) {
   return out;
 }
 
-// The pub/sub channel on which an unlock of `name` is announced (Redisson RLock).
+inline std::string suffixed(std::string_view name, std::string_view suffix) {
+  std::string out;
+  if (name.find('{') != std::string_view::npos) {
+    out = name;
+  } else {
+    out = '{';
+    out += name;
+    out += '}';
+  }
+  out += ':';
+  out += suffix;
+  return out;
+}
+
+// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag, or of the whole key when it
+// has none, mod 16384.
+std::uint16_t slot(std::string_view key);
+
+// True when every key and channel below hashes to the slot of `name` itself.
+bool same_slot(std::string_view name);
+
+// The pub/sub channel on which an unlock of `name` is announced (Redisson RLock): `0` wakes one
+// waiter, `1` all of them. Messages stay integers (Redisson decodes them as Long).
 inline std::string lock_channel(std::string_view name) {
   return prefixed("redisson_lock__channel", name);
 }
 
-// The fencing counter that every lock of a database shares (config fencing=on, the default):
-// the last token issued. One key, whatever the number of lock names: a per-name counter stays
-// after release, so a service that locks per order or per job would keep a key (~100 bytes) for
-// every name it ever locked. Tokens from one counter increase strictly across all locks, so
-// they do per lock. (Cluster mode will need one per slot, named to hash to the lock's slot.)
-inline constexpr std::string_view shared_fencing_counter = "dlock_fencing_counter";
+// dlock's channel of `name`: every dlock client that waits on the lock subscribes it beside the
+// Redisson channel, so that an unlock script can count the Redisson processes waiting (NUMSUB of
+// the Redisson channel minus NUMSUB of this one). It carries one message, `y`: the unlock left
+// the lock to Redisson's waiters (the `0` that follows on the Redisson channel is theirs).
+inline std::string dlock_channel(std::string_view name) {
+  return prefixed("dlock_lock__channel", name);
+}
 
-// The fencing counter of `name` alone, as Redisson's RFencedLock keeps it (config
-// fencing=per-lock, for locks that Redisson's RFencedLock also takes). The default mode reads it
-// too, and sets it if it exists, so tokens stay above it; it never creates it.
+// The channel on which an unlock tells one dlock client that it handed `name` to one of its
+// waiters (the message is the waiter's ticket). One per lock and client, so the unlock reaches
+// exactly the process it names, and PUBLISH's count tells it whether that process still listens.
+inline std::string waiter_channel(std::string_view name, std::string_view client_id) {
+  std::string out = dlock_channel(name);
+  out += ':';
+  out += client_id;
+  return out;
+}
+
+// The dlock waiters of `name` in arrival order: a sorted set of tickets scored by the server
+// time (µs) each first queued. Redisson never reads it. Exists only while dlock clients wait.
+inline std::string waiter_queue(std::string_view name) {
+  return prefixed("dlock_lock_queue", name);
+}
+
+// Each queued waiter's record (a hash: ticket -> `<stale-at server ms> <client id> <owner>
+// <lease ms> <fenced 0|1>`), renewed by its every attempt; after the lock was handed to it,
+// `g <token>` until its attempt takes the hold.
+inline std::string waiter_records(std::string_view name) {
+  return prefixed("dlock_lock_records", name);
+}
+
+// Set for a moment by an unlock that left the lock to Redisson's waiters: dlock attempts that
+// were not woken by a Redisson unlock do not take the free lock meanwhile.
+inline std::string yield_marker(std::string_view name) { return suffixed(name, "dlock_yield"); }
+
+// The fencing counter of the lock's slot: the last token issued to any lock of that slot. One
+// key per slot at most (16,384), whatever the number of lock names, named with a tag from a
+// table built once that hashes to the slot.
+std::string slot_fencing_counter(std::uint16_t slot);
+inline std::string slot_fencing_counter_of(std::string_view name) {
+  return slot_fencing_counter(slot(name));
+}
+
+// The fencing counter of `name` alone, as Redisson's RFencedLock keeps it. dlock reads it and
+// advances it when it exists, so tokens stay above RFencedLock's; it never creates it.
 inline std::string fencing_counter(std::string_view name) {
   return prefixed("redisson_lock_token", name);
 }
-
-// The waiters of `name` that an unlock may name to wake: a sorted set of waiter tickets scored
-// by when each first queued (server µs), so the longest-waiting is named first. dlock only,
-// Redisson never reads it. Exists only while dlock clients wait on the lock.
-inline std::string waiter_queue(std::string_view name) { return prefixed("dlock_lock_waiters", name); }
-
-// When each queued waiter's entry goes stale and which client it belongs to (a hash: ticket ->
-// '<server ms> <client id>'), renewed by its every attempt: an unlock skips the entries of
-// waiters that died instead of naming them, and names a live one on its client's channel.
-inline std::string waiter_expiry(std::string_view name) {
-  return prefixed("dlock_lock_waiter_expiry", name);
-}
-
-// The channel on which an unlock names one of this client's queued waiters (its ticket) or
-// tells it to stand by ('-' and its ticket): one per client, whatever the lock, so that an
-// unlock wakes the one process it names instead of every process waiting on the lock. dlock
-// only; an ACL user needs `&dlock_waiter__channel:*` beside `&redisson_lock__channel:*`.
-// mutex_release.lua builds the same name from the id that the waiter's queue entry records.
-inline std::string waiter_channel(std::string_view client_id) {
-  return "dlock_waiter__channel:" + std::string{client_id};
-}
-
-// The field of the lock hash that reserves a free lock for one waiter for a moment: an unlock
-// that wakes the head of the waiter queue replaces the lock hash by {handoff_field: ticket}
-// with a short expiry (config::handoff_window). Every acquire, Redisson's too, sees the lock as
-// held; only the named waiter's acquire takes it. No owner field can look like this (owners are
-// `<uuid>:<n>`).
-inline constexpr std::string_view handoff_field = "dlock:handoff";
-
-// The field of the lock hash that marks a grant not yet confirmed (config::grants): an unlock
-// that hands the lock straight to the head of the waiter queue writes that waiter's owner field
-// (count 1) and {grant_field: '<ticket> <token>'}; the waiter's confirmation, or its next
-// acquire, deletes it. Its leave releases the lock only while this names its ticket.
-inline constexpr std::string_view grant_field = "dlock:grant";
 
 // Who holds the lock, for `dlock status`: a hash written by holders that describe themselves
 // (the dlock command does), beside the lock hash so that the lock's own layout stays exactly

@@ -35,7 +35,7 @@ namespace dlock {
 namespace detail {
 class client_impl;
 struct hold_state;
-}
+}  // namespace detail
 
 class lease {
  public:

@@ -28,17 +28,21 @@
 // - lease-owned: async_lock* complete with a dlock::lease (see lease.hpp), one owner per lease.
 //
 // Errors (std::error_code forms, or lock_error): errc::invalid_argument (empty or too long name,
-// a lease of zero, negative or over a year; a wait of 100 years or more means no deadline), errc::wrong_type (the key holds another type: reported at once, never
-// waited on), errc::out_of_memory, errc::read_only, errc::no_permission, connection errors,
+// a lease of zero, negative or over a year; a wait of 100 years or more means no deadline),
+// errc::wrong_type (the key holds another type: reported at once, never waited on),
+// errc::out_of_memory, errc::read_only, errc::no_permission, connection errors,
 // errc::would_deadlock (a sync call on the client's I/O thread), errc::shutdown, and on unlock
 // errc::not_owner (the thread holds nothing) or errc::lease_lost (its lease was lost; nothing of
 // anyone else's was touched). try_lock* return false, not an error, when the lock stays held.
 // Thread safety: one mutex object may be used from any number of threads at once.
 #pragma once
 
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/async_result.hpp>
+#include <asio/cancellation_type.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -64,6 +68,12 @@ class mutex {
   void lock(std::error_code& ec);
   void lock(milliseconds lease);
   void lock(milliseconds lease, std::error_code& ec);
+
+  // Waits until acquired, or until `stop` is requested (Redisson's lockInterruptibly): then it
+  // fails with asio::error::operation_aborted at once, and whatever an attempt in flight may
+  // have taken is given back in the background.
+  void lock(std::stop_token stop);
+  void lock(std::stop_token stop, std::error_code& ec);
 
   // One attempt.
   bool try_lock();
@@ -127,6 +137,11 @@ class mutex {
 
   // Lease-owned acquisition; completion signature void(std::error_code, dlock::lease).
   // errc::timeout when not acquired in time.
+  // Cancellation: per-operation cancellation of every type (terminal, partial, total) through
+  // the completion token's cancellation slot, e.g. `async_lock(use_awaitable) ||
+  // timer.async_wait(use_awaitable)`: the operation completes at once with
+  // asio::error::operation_aborted, holding nothing; an attempt still in flight, or a hand-off
+  // on its way, is given back in the background.
   template <asio::completion_token_for<void(std::error_code, lease)> Token>
   auto async_lock(Token&& token) {
     return initiate(std::nullopt, std::nullopt, std::forward<Token>(token));
@@ -157,8 +172,10 @@ class mutex {
     using limit = std::chrono::duration<long double, std::milli>;
     const limit x = d;
     if (x.count() != x.count()) return milliseconds::min();
-    if (x >= limit{static_cast<long double>(milliseconds::max().count())}) return milliseconds::max();
-    if (x <= limit{static_cast<long double>(milliseconds::min().count())}) return milliseconds::min();
+    if (x >= limit{static_cast<long double>(milliseconds::max().count())})
+      return milliseconds::max();
+    if (x <= limit{static_cast<long double>(milliseconds::min().count())})
+      return milliseconds::min();
     return std::chrono::ceil<milliseconds>(d);
   }
   template <class Token>
@@ -166,17 +183,24 @@ class mutex {
                 Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, lease)>(
         [this](auto handler, std::optional<milliseconds> w, std::optional<milliseconds> l) {
-          start_lease(w, l, detail::erase_handler<lease>(std::move(handler)));
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto cancel = start_lease(w, l, detail::erase_handler<lease>(std::move(handler)));
+          if (slot.is_connected() && cancel) {
+            slot.assign([cancel = std::move(cancel)](asio::cancellation_type) { cancel(); });
+          }
         },
         token, wait, lease_time);
   }
   std::string own_field() const;  // the calling thread's owner field in the lock hash
   std::shared_ptr<detail::hold_state> own_hold() const;  // the calling thread's hold, or null
-  void start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
-                   detail::completion<lease> done);
+  // Returns what cancels it (empty when it completed at once).
+  std::function<void()> start_lease(std::optional<milliseconds> wait,
+                                    std::optional<milliseconds> lease_time,
+                                    detail::completion<lease> done);
   bool try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
-                   std::error_code& ec);
-  bool try_acquire_throwing(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time);
+                   std::error_code& ec, std::stop_token stop = {});
+  bool try_acquire_throwing(std::optional<milliseconds> wait,
+                            std::optional<milliseconds> lease_time);
 
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;

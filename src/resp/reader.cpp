@@ -35,9 +35,12 @@ void* create_string(const redisReadTask* task, char* str, size_t len) {
   try {
     std::string text(str, len);
     switch (task->type) {
-      case REDIS_REPLY_ERROR: return place(task, reply::make_error(std::move(text)));
-      case REDIS_REPLY_STATUS: return place(task, reply::make_simple(std::move(text)));
-      default: return place(task, reply::make_bulk(std::move(text)));
+      case REDIS_REPLY_ERROR:
+        return place(task, reply::make_error(std::move(text)));
+      case REDIS_REPLY_STATUS:
+        return place(task, reply::make_simple(std::move(text)));
+      default:
+        return place(task, reply::make_bulk(std::move(text)));
     }
   } catch (const std::bad_alloc&) {
     return nullptr;

@@ -1,6 +1,6 @@
-#include <charconv>
-
 #include "dlock/reply.hpp"
+
+#include <charconv>
 
 namespace dlock {
 
@@ -16,11 +16,16 @@ std::optional<std::int64_t> reply::to_integer() const noexcept {
 
 std::string to_string(const reply& r) {
   switch (r.type()) {
-    case reply::kind::nil: return "(nil)";
-    case reply::kind::simple_string: return r.str();
-    case reply::kind::error: return "(error) " + r.str();
-    case reply::kind::integer: return "(integer) " + std::to_string(r.integer());
-    case reply::kind::bulk_string: return "\"" + r.str() + "\"";
+    case reply::kind::nil:
+      return "(nil)";
+    case reply::kind::simple_string:
+      return r.str();
+    case reply::kind::error:
+      return "(error) " + r.str();
+    case reply::kind::integer:
+      return "(integer) " + std::to_string(r.integer());
+    case reply::kind::bulk_string:
+      return "\"" + r.str() + "\"";
     case reply::kind::array: {
       std::string out = "[";
       for (std::size_t i = 0; i < r.elements().size(); ++i) {

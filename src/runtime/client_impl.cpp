@@ -30,14 +30,12 @@ std::string make_uuid() {
 client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     : cfg_{std::move(cfg)},
       id_{make_uuid()},
-      // With one I/O thread, the hint 1 lets Asio queue the I/O thread's own posts and
-      // completions without its scheduler lock. The plain hint only, never
-      // ASIO_CONCURRENCY_HINT_UNSAFE_IO: user threads post to the strand (post_or_shutdown) and
-      // submit commands, so the scheduler and the reactor must keep their locks.
-      ioc_{cfg_.io_threads == 1 ? ASIO_CONCURRENCY_HINT_1 : ASIO_CONCURRENCY_HINT_DEFAULT},
+      // One I/O thread: the hint 1 lets Asio queue its own posts and completions without its
+      // scheduler lock. The plain hint only, never ASIO_CONCURRENCY_HINT_UNSAFE_IO: user threads
+      // post to the strand and submit commands, so the scheduler and the reactor keep their locks.
+      ioc_{ASIO_CONCURRENCY_HINT_1},
       work_{asio::make_work_guard(ioc_)},
-      strand_{transport::make_executor(ioc_, cfg_.io_threads)},
-      linger_timer_{strand_} {
+      strand_{ioc_.get_executor()} {
   ec = cfg_.validate(reason);
   std::shared_ptr<asio::ssl::context> tls;
   if (!ec && cfg_.tls.enabled) tls = transport::make_tls_context(cfg_.tls, ec, reason);
@@ -47,9 +45,6 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
   sub_cfg.client_name += sub_cfg.client_name.empty() ? "" : ":sub";
   sub_ = std::make_shared<transport::subscriber>(strand_, std::move(sub_cfg), tls);
   runner_ = std::make_unique<scripts::runner>(conn_);
-  if (!ec && cfg_.caller_io && !cfg_.tls.enabled && cfg_.wait_replicas == 0) {
-    caller_ = std::make_unique<transport::caller_channel>(cfg_, *conn_);
-  }
   watchdog_ = std::make_unique<detail::watchdog>(strand_, *runner_, cfg_.command_timeout,
                                                  cfg_.watchdog_lease);
   waiters_ = std::make_unique<waiter_registry>(
@@ -63,15 +58,9 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
                  "): waiters cannot be woken by unlock messages and re-check every " +
                  std::to_string(cfg_.wait_recheck.count()) +
                  " ms instead; grant the user the redisson_lock__channel:* and "
-                 "dlock_waiter__channel:* channels");
+                 "dlock_lock__channel:* channels");
       },
-      keys::waiter_channel(id_));
-  waiters_->set_linger(cfg_.subscription_linger, [this](std::chrono::steady_clock::time_point at) {
-    linger_timer_.expires_at(at);
-    linger_timer_.async_wait([this](std::error_code e) {
-      if (!e) waiters_->sweep(std::chrono::steady_clock::now());
-    });
-  });
+      id_);
   if (ec) {
     conn_->stop();  // every call completes with shutdown; see submit() for the init error
     sub_->stop();
@@ -81,14 +70,15 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     conn_->on_reconnect([this] { watchdog_->check_all(); });
     conn_->when_unfenced([this](const std::string& why) {
       warn(warning::unfenced,
-           why + ": a request a broken connection delivers late may run after its resend "
-                 "(docs/safety.md); grant the user client|info and client|kill");
+           why +
+               ": a request a broken connection delivers late may run after its resend "
+               "(docs/safety.md); grant the user client|info and client|kill");
     });
     conn_->start();
     sub_->start();
     check_eviction_policy();
   }
-  for (unsigned i = 0; i < cfg_.io_threads; ++i) threads_.emplace_back([this] { run(); });
+  thread_ = std::thread{[this] { run(); }};
 }
 
 client_impl::~client_impl() {
@@ -126,10 +116,6 @@ void client_impl::shutdown(std::error_code& ec) {
     ec = errc::would_deadlock;
     return;
   }
-  // The caller's channel first, after the turn in progress: that caller, seeing stopping(),
-  // hands its op to the strand, which the sweep below then ends (giving back what it took).
-  stopping_ = true;
-  if (caller_) caller_->close_for_good();
   {
     std::lock_guard lock{gate_};
     if (stopped_.exchange(true)) return;
@@ -142,17 +128,15 @@ void client_impl::shutdown(std::error_code& ec) {
   // errc::shutdown, so no handler is left behind when the io_context stops.
   std::promise<void> drained;
   // The sweep goes round twice: posted from here it could run before what a handler on the I/O
-  // thread posted just before stopped_ was set (without a strand, with one I/O thread, those
-  // posts join the io_context's queue only when that handler returns: link.hpp,
-  // make_executor). Posted again from the I/O thread, it runs after them.
+  // thread posted just before stopped_ was set (with one I/O thread and the concurrency hint 1,
+  // those posts join the io_context's queue only when that handler returns). Posted again from
+  // the I/O thread, it runs after them.
   auto sweep = [this, &drained] {
     watchdog_->stop();
-    waiters_->set_linger({}, {});  // waiters that leave now unsubscribe at once
-    waiters_->drop_lingering();
-    linger_timer_.cancel();
     auto ops = ops_;  // abort() untracks
     for (auto* op : ops) op->abort(errc::shutdown);
-    const auto bound = std::min<std::chrono::milliseconds>(cfg_.command_timeout, std::chrono::milliseconds{250});
+    const auto bound =
+        std::min<std::chrono::milliseconds>(cfg_.command_timeout, std::chrono::milliseconds{250});
     drain(std::chrono::steady_clock::now() + bound, drained);
   };
   asio::post(strand_, [this, sweep] { asio::post(strand_, sweep); });
@@ -166,8 +150,7 @@ void client_impl::shutdown(std::error_code& ec) {
   sub_done.get_future().wait();
   work_.reset();
   ioc_.stop();
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  if (thread_.joinable()) thread_.join();
 }
 
 // A reply can make more requests after the sweep's PING was queued — a NOSCRIPT's reload and
@@ -178,22 +161,17 @@ void client_impl::shutdown(std::error_code& ec) {
 void client_impl::drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained) {
   const auto now = std::chrono::steady_clock::now();
   if (!conn_->connected() || now >= until) return drained.set_value();
-  conn_->submit(resp::encode_command({"PING"}), until - now, [this, until, &drained](std::error_code ec, reply) {
-    if (!ec && conn_->unanswered() > 0) return drain(until, drained);
-    drained.set_value();
-  });
-}
-
-void client_impl::fence_caller_channel(std::uint64_t redis_client_id) {
-  conn_->submit(resp::encode_command({"CLIENT", "KILL", "ID", std::to_string(redis_client_id)}),
-                cfg_.command_timeout, [](std::error_code, reply) {});
+  conn_->submit(resp::encode_command({"PING"}), until - now,
+                [this, until, &drained](std::error_code ec, reply) {
+                  if (!ec && conn_->unanswered() > 0) return drain(until, drained);
+                  drained.set_value();
+                });
 }
 
 void client_impl::submit(std::string payload, transport::reply_handler done) {
   if (init_error_) {
-    asio::post(asio::system_executor{}, [done = std::move(done), ec = init_error_]() mutable {
-      done(ec, {});
-    });
+    asio::post(asio::system_executor{},
+               [done = std::move(done), ec = init_error_]() mutable { done(ec, {}); });
     return;
   }
   conn_->submit(std::move(payload), cfg_.command_timeout, std::move(done));

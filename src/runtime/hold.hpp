@@ -23,23 +23,22 @@ struct hold_state {
       : name{std::move(n)}, owner{std::move(o)}, lease{l}, watchdog{wd}, id{i} {}
 
   const std::string name;
-  const std::string owner;               // <client-uuid>:<thread-or-lease number>
-  const std::chrono::milliseconds lease; // the lease set on Redis (watchdog lease if watchdog)
-  const bool watchdog;                   // renewed by the watchdog
-  const std::uint64_t id;                // key in the renewal schedule
+  const std::string owner;                // <client-uuid>:<thread-or-lease number>
+  const std::chrono::milliseconds lease;  // the lease set on Redis (watchdog lease if watchdog)
+  const bool watchdog;                    // renewed by the watchdog
+  const std::uint64_t id;                 // key in the renewal schedule
 
-  std::atomic<std::uint64_t> token{0};   // fencing token of the first acquisition
-  std::atomic<std::uint32_t> count{0};   // holds confirmed by Redis (reentrancy)
-  std::atomic<bool> lost{false};         // the lease may be gone: never trust this hold again
-  std::atomic<bool> releasing{false};    // a release is in flight (at most one at a time)
-  std::atomic<int> renewing{0};          // watchdog renewals in flight (see watchdog::renew)
+  std::atomic<std::uint64_t> token{0};  // fencing token of the first acquisition
+  std::atomic<std::uint32_t> count{0};  // holds confirmed by Redis (reentrancy)
+  std::atomic<bool> lost{false};        // the lease may be gone: never trust this hold again
+  std::atomic<bool> releasing{false};   // a release is in flight (at most one at a time)
   // False when config::wait_replicas replicas did not acknowledge the first acquisition in time
   // and config::on_shortfall is accept.
   std::atomic<bool> replicated{true};
   // Until when the lease is trusted (steady_clock ticks since its epoch; 0 = not tracked yet):
   // written by the watchdog on the strand, read by holders on any thread (time_left()).
   std::atomic<std::chrono::steady_clock::rep> trusted_until{0};
-  std::stop_source lost_source;          // requested together with `lost`
+  std::stop_source lost_source;  // requested together with `lost`
 
   // Strand only.
   std::vector<std::function<void()>> on_lost;
@@ -67,7 +66,8 @@ inline void mark_lost(hold_state& h) {
     try {
       f();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "dlock: an on_lost callback of %s threw: %s\n", h.name.c_str(), e.what());
+      std::fprintf(stderr, "dlock: an on_lost callback of %s threw: %s\n", h.name.c_str(),
+                   e.what());
     } catch (...) {
       std::fprintf(stderr, "dlock: an on_lost callback of %s threw\n", h.name.c_str());
     }

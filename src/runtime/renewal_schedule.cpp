@@ -5,15 +5,12 @@
 namespace dlock::detail {
 
 void renewal_schedule::add(id h, clock::time_point sent, clock::duration lease, bool renew) {
-  holds_[h] = entry{lease, trusted_until(sent, lease),
-                    renew ? sent + lease / 3 : clock::time_point::max(), renew, false};
+  holds_[h] = entry{lease, trusted_until(sent, lease), sent + lease / 3, renew, false, sent};
 }
 
-void renewal_schedule::add_granted(id h, clock::time_point start, clock::duration window,
-                                   clock::duration lease, bool renew) {
-  // Renewed at half the window if the confirmation (due at a fifth) has not come back by then.
-  holds_[h] = entry{lease, trusted_until(start, window),
-                    renew ? start + window / 2 : clock::time_point::max(), renew, false};
+bool renewal_schedule::renews(id h) const {
+  auto it = holds_.find(h);
+  return it != holds_.end() && it->second.renew;
 }
 
 void renewal_schedule::remove(id h) { holds_.erase(h); }
@@ -32,11 +29,12 @@ std::optional<renewal_schedule::clock::time_point> renewal_schedule::due(id h) c
 
 std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_point now,
                                                                   clock::duration slack,
-                                                                  std::size_t max_batch,
+                                                                  std::size_t max_batch, bool renew,
                                                                   bool top_up) {
   std::vector<std::pair<clock::time_point, id>> due;
   for (auto& [h, e] : holds_) {
-    if (!e.in_flight && e.renew_at != clock::time_point::max() && e.renew_at <= now + slack) {
+    if (!e.in_flight && e.renew == renew && e.renew_at != clock::time_point::max() &&
+        e.renew_at <= now + slack) {
       due.emplace_back(e.renew_at, h);
     }
   }
@@ -63,16 +61,31 @@ void renewal_schedule::confirmed(id h, clock::time_point sent) {
   auto& e = it->second;
   e.in_flight = false;
   e.trusted_until = std::max(e.trusted_until, trusted_until(sent, e.lease));
-  // A confirmation of an explicit lease (a re-entry or partial release reset its TTL) moves its
-  // end, never makes it renewable.
-  if (e.renew) e.renew_at = sent + e.lease / 3;
+  e.renew_at = sent + e.lease / 3;
+  e.set_at = std::max(e.set_at, sent);
+}
+
+void renewal_schedule::checked(id h, clock::time_point sent, std::int64_t pttl) {
+  auto it = holds_.find(h);
+  if (it == holds_.end()) return;
+  auto& e = it->second;
+  e.in_flight = false;
+  // A check sent before the latest request that set the lease read the TTL that request
+  // replaced: it says nothing about the lease now.
+  if (pttl >= 0 && sent >= e.set_at) {
+    const clock::duration left = std::chrono::milliseconds{pttl};
+    e.trusted_until = std::min(e.trusted_until, sent + left - drift(e.lease));
+  }
+  e.renew_at = std::max(e.renew_at, sent + e.lease / 3);
+  // A watchdog hold whose key ends sooner than believed is renewed now rather than lost.
+  if (e.renew && e.renew_at >= e.trusted_until) e.renew_at = sent;
 }
 
 void renewal_schedule::failed(id h, clock::time_point retry_at) {
   auto it = holds_.find(h);
   if (it == holds_.end()) return;
   it->second.in_flight = false;
-  if (it->second.renew) it->second.renew_at = retry_at;
+  it->second.renew_at = retry_at;
 }
 
 std::optional<renewal_schedule::entry> renewal_schedule::snapshot(id h) const {

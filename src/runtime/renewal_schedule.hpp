@@ -2,10 +2,14 @@
 //
 // A hold is trusted until `sent + lease - drift`, where `sent` is the steady-clock time at which
 // the acquire (or the last confirmed renewal) was sent, never when its reply came: time spent in
-// flight counts against the lease. drift = lease/100 + 2 ms (the Redlock margin). Watchdog holds
-// are renewed every lease/3; renewals that come due close together are sent as one batch (up to
-// `max_batch`, taking those due within `slack`), so N holds cost about N/100 scripts per period.
-// A hold that passes its trusted time without a confirmation is expired: its lease is lost.
+// flight counts against the lease. drift = lease/100 + 2 ms (the Redlock margin). Every lease/3 a
+// watchdog hold is renewed and a hold with an explicit lease is checked (its PTTL read, nothing
+// changed), so a force-unlock or an eviction reaches it too; renewals and checks that come due
+// close together are sent as one batch (up to `max_batch`, taking those due within `slack`), so
+// N holds cost about N/100 scripts per period. A check, or any reading of the key's PTTL, caps
+// the trusted time at `sent + pttl - drift`: a server restored from an older snapshot may keep
+// the hold with an earlier expiry than the client believes. A hold that passes its trusted time
+// without a confirmation is expired: its lease is lost.
 #pragma once
 
 #include <algorithm>
@@ -29,17 +33,9 @@ class renewal_schedule {
     return sent + lease - drift(lease);
   }
 
-  // When a hold added as add(sent, lease, renew) first needs attention (see due()).
-  static clock::time_point first_due(clock::time_point sent, clock::duration lease, bool renew) {
-    return renew ? std::min(trusted_until(sent, lease), sent + lease / 3) : trusted_until(sent, lease);
-  }
-
-  // A hold acquired with a request sent at `sent`. `renew`: the watchdog keeps it alive.
+  // A hold acquired with a request sent at `sent`. `renew`: the watchdog keeps it alive (else it
+  // is only checked).
   void add(id h, clock::time_point sent, clock::duration lease, bool renew);
-  // A hold granted by an unlock (config::grants): trusted from `start` for `window` (the grant's
-  // lease) until a confirmation moves it to its own lease, `lease`; a watchdog hold is renewed
-  // at half the window if no confirmation came by then.
-  void add_granted(id h, clock::time_point start, clock::duration window, clock::duration lease, bool renew);
   void remove(id h);
   bool contains(id h) const { return holds_.contains(h); }
   std::size_t size() const noexcept { return holds_.size(); }
@@ -47,13 +43,19 @@ class renewal_schedule {
   // When this hold next needs attention (renewal or expiry); nullopt if unknown.
   std::optional<clock::time_point> due(id h) const;
 
-  // Holds to renew now: those due within `slack` of `now` and not already being renewed, at
+  // Holds to renew or check now: those due within `slack` of `now` and not already in flight, at
   // most `max_batch`, earliest first; none unless one is due now (`top_up`: even so — to fill a
   // batch that is going out anyway). They are marked in flight until confirmed() or failed().
+  // `renew`: watchdog holds (else holds with an explicit lease, to check).
   std::vector<id> take_renewals(clock::time_point now, clock::duration slack, std::size_t max_batch,
-                                bool top_up = false);
-  // The renewal sent at `sent` found the hold in place: trusted again from `sent`.
+                                bool renew, bool top_up = false);
+  // A request sent at `sent` set the hold's lease again (a renewal, a re-entry, a partial
+  // release): trusted from `sent`.
   void confirmed(id h, clock::time_point sent);
+  // A request sent at `sent` found the hold in place with `pttl` ms left (-1: no expiry): the
+  // trusted time is capped there; the next check is a third of the lease later.
+  void checked(id h, clock::time_point sent, std::int64_t pttl);
+  bool renews(id h) const;
   // The renewal got no answer (timeout, connection lost): try again at `retry_at`.
   void failed(id h, clock::time_point retry_at);
 
@@ -67,9 +69,10 @@ class renewal_schedule {
   struct entry {
     clock::duration lease;
     clock::time_point trusted_until;
-    clock::time_point renew_at;  // max() when not renewed
-    bool renew = false;          // a watchdog hold; explicit leases are never renewed
+    clock::time_point renew_at;  // next renewal (watchdog holds) or check (explicit leases)
+    bool renew = false;          // a watchdog hold; explicit leases are only checked
     bool in_flight = false;
+    clock::time_point set_at{};  // send time of the latest request that set the lease
   };
 
  public:

@@ -27,16 +27,16 @@ void runner::eval(const script& s, std::span<const std::string_view> keys,
 void runner::eval_encoded(const script& s, std::string payload, transport::clock::duration timeout,
                           transport::reply_handler handler) const {
   std::string retry = payload;
-  conn_->submit(
-      std::move(payload), timeout,
-      [conn = conn_, reloads = reloads_, &s, retry = std::move(retry), timeout,
-       handler = std::move(handler)](std::error_code ec, reply r) mutable {
-        if (ec != errc::no_script) return handler(ec, std::move(r));
-        ++*reloads;
-        conn->submit(resp::encode_command({"SCRIPT", "LOAD", s.text}), timeout,
-                     [](std::error_code, reply) {});  // its failure shows in the retry's reply
-        conn->submit(std::move(retry), timeout, std::move(handler));
-      });
+  conn_->submit(std::move(payload), timeout,
+                [conn = conn_, reloads = reloads_, &s, retry = std::move(retry), timeout,
+                 handler = std::move(handler)](std::error_code ec, reply r) mutable {
+                  if (ec != errc::no_script) return handler(ec, std::move(r));
+                  ++*reloads;
+                  conn->submit(
+                      resp::encode_command({"SCRIPT", "LOAD", s.text}), timeout,
+                      [](std::error_code, reply) {});  // its failure shows in the retry's reply
+                  conn->submit(std::move(retry), timeout, std::move(handler));
+                });
 }
 
 }  // namespace dlock::scripts

@@ -36,7 +36,8 @@ class runner {
 
  private:
   std::shared_ptr<transport::connection> conn_;
-  std::shared_ptr<std::atomic<std::uint64_t>> reloads_ = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::shared_ptr<std::atomic<std::uint64_t>> reloads_ =
+      std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 }  // namespace dlock::scripts

@@ -5,6 +5,7 @@
 
 #include "dlock/keys.hpp"
 #include "runtime/blocking.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "scripts/script.hpp"
 #include "sync/mutex_ops.hpp"
@@ -21,10 +22,11 @@ std::int64_t to_int(const std::string& s) {
 reply run_script(detail::client_impl& c, const std::string& name, std::error_code& ec) {
   // The counter this client's acquisitions advance; with fencing off none (the lock hash in its
   // place: lock_inspect.lua reads no counter, so no ACL right to one is needed).
-  const detail::fencing_counters counters{c.cfg(), name};
+  const detail::lock_keys k{c.cfg(), name};
   const auto info = keys::holder_info(name);
   return detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
-    std::string_view ks[] = {name, counters.advanced, info};
+    std::string_view ks[] = {name, k.slot_counter.empty() ? std::string_view{name} : k.slot_counter,
+                             info, k.queue};
     c.scripts().eval(scripts::lock_inspect, ks, {}, c.cfg().command_timeout, std::move(done));
   });
 }
@@ -34,12 +36,12 @@ reply run_script(detail::client_impl& c, const std::string& name, std::error_cod
 lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
   ec.clear();
   lock_status out;
-  auto& c = cl.impl();
+  auto& c = detail::client_access::impl(cl);
   if ((ec = detail::validate_name(c.cfg(), name))) return out;
   auto r = run_script(c, name, ec);
   if (ec) return out;
   const auto& e = r.elements();
-  if (e.size() != 5) {
+  if (e.size() != 6) {
     ec = errc::protocol_error;
     return out;
   }
@@ -53,11 +55,6 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
   }
   const auto& fields = e[1].elements();
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-    if (fields[i].str() == keys::handoff_field) {
-      out.handoff_ticket = fields[i + 1].str();
-      continue;
-    }
-    if (fields[i].str() == keys::grant_field) continue;  // a grant not yet confirmed: its holder is listed
     holder h;
     h.owner = fields[i].str();
     h.count = static_cast<std::uint32_t>(to_int(fields[i + 1].str()));
@@ -72,7 +69,8 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
     h.acquired_unix_ms = to_int(get(3));
     out.holders.push_back(std::move(h));
   }
-  out.held = !out.holders.empty() || !out.handoff_ticket.empty();
+  out.held = !out.holders.empty();
+  out.queued = e[5].to_integer().value_or(0);
   out.remaining_lease = std::chrono::milliseconds{e[2].integer()};
   out.fencing_counter = static_cast<std::uint64_t>(e[3].to_integer().value_or(0));
   auto subs = cl.execute({"PUBSUB", "NUMSUB", keys::lock_channel(name)}, ec);

@@ -60,9 +60,8 @@ void lease::start_unlock(detail::completion<> done) {
     asio::post(asio::system_executor{}, [done = std::move(done), ec]() mutable { done(ec); });
     return;
   }
-  detail::start_release(*c, hold_, [done = std::move(done)](std::error_code ec, bool) mutable {
-    done(ec);
-  });
+  detail::start_release(*c, hold_,
+                        [done = std::move(done)](std::error_code ec, bool) mutable { done(ec); });
 }
 
 void lease::unlock(std::error_code& ec) {

@@ -5,6 +5,7 @@
 
 #include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "runtime/owner.hpp"
 #include "sync/mutex_ops.hpp"
@@ -42,10 +43,10 @@ std::string mutex::own_field() const {
   return detail::owner_field(client_->id(), detail::this_thread_number());
 }
 
-mutex::mutex(client& c, std::string name) : client_{c.shared_impl()}, name_{std::move(name)} {}
+mutex::mutex(client& c, std::string name) : client_{detail::client_access::shared(c)}, name_{std::move(name)} {}
 
 bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
-                        std::error_code& ec) {
+                        std::error_code& ec, std::stop_token stop) {
   ec.clear();
   auto& c = *client_;
   if ((ec = check_args(c, name_, lease_time))) return false;
@@ -57,12 +58,10 @@ bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<millisec
   }
   if (!hold) hold = new_hold(c, name_, detail::this_thread_number(), lease_time);
   const auto deadline = detail::deadline_after(wait);
-  // A caller whose first attempt found the lock held, and that may wait, watches the
-  // subscriber's socket (runtime/caller_wake.hpp): its grant or wake-up comes there.
-  const bool may_wait = !wait || wait->count() > 0;
-  auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) -> const transport::link* {
-    const bool held = detail::start_acquire_from_caller(c, hold, deadline, std::move(done));
-    return held && may_wait ? &c.subscriber() : nullptr;
+  std::optional<std::stop_callback<detail::canceller>> on_stop;
+  auto got = wait_for<std::shared_ptr<hold_state>>(c, ec, [&](auto done) {
+    auto cancel = detail::start_acquire(c, hold, deadline, std::move(done));
+    if (stop.stop_possible()) on_stop.emplace(stop, std::move(cancel));
   });
   if (ec == errc::timeout && wait) {
     ec.clear();  // try_lock*: not acquired in time is an answer, not an error
@@ -82,6 +81,14 @@ bool mutex::try_acquire_throwing(std::optional<milliseconds> wait,
 }
 
 void mutex::lock() { try_acquire_throwing(std::nullopt, std::nullopt); }
+void mutex::lock(std::stop_token stop) {
+  std::error_code ec;
+  lock(std::move(stop), ec);
+  throw_if(ec);
+}
+void mutex::lock(std::stop_token stop, std::error_code& ec) {
+  try_acquire(std::nullopt, std::nullopt, ec, std::move(stop));
+}
 void mutex::lock(std::error_code& ec) { try_acquire(std::nullopt, std::nullopt, ec); }
 void mutex::lock(milliseconds lease_time) { try_acquire_throwing(std::nullopt, lease_time); }
 void mutex::lock(milliseconds lease_time, std::error_code& ec) {
@@ -99,9 +106,8 @@ void mutex::unlock(std::error_code& ec) {
     ec = errc::not_owner;
     return;
   }
-  const bool freed = wait_for<bool>(c, ec, [&](auto done) {
-    detail::start_release_from_caller(c, hold, std::move(done));
-  });
+  const bool freed =
+      wait_for<bool>(c, ec, [&](auto done) { detail::start_release(c, hold, std::move(done)); });
   if (freed || hold->count == 0) c.holds().erase(*hold);
 }
 
@@ -115,7 +121,8 @@ bool mutex::force_unlock(std::error_code& ec) {
   ec.clear();
   auto& c = *client_;
   if ((ec = detail::validate_name(c.cfg(), name_))) return false;
-  return wait_for<bool>(c, ec, [&](auto done) { detail::start_force_unlock(c, name_, std::move(done)); });
+  return wait_for<bool>(c, ec,
+                        [&](auto done) { detail::start_force_unlock(c, name_, std::move(done)); });
 }
 
 bool mutex::force_unlock() {
@@ -132,9 +139,8 @@ T query(detail::client_impl& c, const std::string& name, const std::vector<std::
         std::error_code& ec, Read read) {
   ec.clear();
   if ((ec = detail::validate_name(c.cfg(), name))) return T{};
-  auto r = wait_for<reply>(c, ec, [&](auto done) {
-    c.submit(resp::encode_command(args), std::move(done));
-  });
+  auto r = wait_for<reply>(
+      c, ec, [&](auto done) { c.submit(resp::encode_command(args), std::move(done)); });
   return ec ? T{} : read(r);
 }
 
@@ -206,15 +212,17 @@ bool mutex::lease_replicated() const {
   return hold && hold->replicated.load();
 }
 
-void mutex::start_lease(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
-                        detail::completion<lease> done) {
+std::function<void()> mutex::start_lease(std::optional<milliseconds> wait,
+                                         std::optional<milliseconds> lease_time,
+                                         detail::completion<lease> done) {
   auto& c = *client_;
   if (auto ec = check_args(c, name_, lease_time)) {
-    asio::post(asio::system_executor{}, [done = std::move(done), ec]() mutable { done(ec, lease{}); });
-    return;
+    asio::post(asio::system_executor{},
+               [done = std::move(done), ec]() mutable { done(ec, lease{}); });
+    return {};
   }
   auto hold = new_hold(c, name_, detail::next_lease_number(), lease_time);
-  detail::start_acquire(
+  return detail::start_acquire(
       c, std::move(hold), detail::deadline_after(wait),
       [weak = std::weak_ptr<detail::client_impl>(client_), done = std::move(done)](
           std::error_code ec, std::shared_ptr<hold_state> h) mutable {

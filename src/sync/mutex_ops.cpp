@@ -1,15 +1,20 @@
-// Argument checks, deadlines and script calls shared by dlock::mutex's forms (mutex_ops.hpp).
+// Argument checks, deadlines, keys and the release script shared by dlock::mutex's forms.
 #include "sync/mutex_ops.hpp"
+
+#include <asio/steady_timer.hpp>
 
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/waiters.hpp"
 #include "scripts/script.hpp"
 
 namespace dlock::detail {
 
 std::error_code validate_name(const config& cfg, const std::string& name) {
-  if (name.empty() || name.size() > cfg.max_name_length) return errc::invalid_argument;
+  if (name.empty() || name.size() > cfg.max_name_length || !keys::same_slot(name)) {
+    return errc::invalid_argument;
+  }
   return {};
 }
 
@@ -20,62 +25,107 @@ std::error_code validate_lease(std::chrono::milliseconds lease) {
 
 std::optional<clock::time_point> deadline_after(std::optional<std::chrono::milliseconds> wait) {
   if (!wait) return std::nullopt;
-  if (*wait >= forever) return std::nullopt;  // now + wait would overflow: wait as lock() does
+  if (*wait >= forever) return std::nullopt;
   return clock::now() + std::max(*wait, std::chrono::milliseconds{0});
 }
 
-lock_keys::lock_keys(const std::string& lock_name)
+lock_keys::lock_keys(const config& cfg, const std::string& lock_name)
     : name{lock_name},
-      channel{keys::lock_channel(lock_name)},
       queue{keys::waiter_queue(lock_name)},
-      expiry{keys::waiter_expiry(lock_name)} {}
-
-fencing_counters::fencing_counters(const config& cfg, std::string_view name) {
-  if (cfg.fencing == config::fencing_mode::off) {
-    advanced = name;
-    return;
-  }
-  advanced = keys::shared_fencing_counter;
-  other = keys::fencing_counter(name);
-  if (cfg.fencing == config::fencing_mode::per_lock) advanced.swap(other);
-}
-
-std::string_view grant_mode(const config& cfg) {
-  if (!cfg.grants || cfg.handoff_window.count() <= 0) return {};
-  switch (cfg.fencing) {
-    case config::fencing_mode::off: return "n";
-    case config::fencing_mode::per_lock: return "l";
-    default: return "s";
+      records{keys::waiter_records(lock_name)},
+      yield{keys::yield_marker(lock_name)},
+      channel{keys::lock_channel(lock_name)},
+      dlock_channel{keys::dlock_channel(lock_name)} {
+  if (cfg.fencing == config::fencing_mode::on) {
+    slot_counter = keys::slot_fencing_counter_of(lock_name);
+    lock_counter = keys::fencing_counter(lock_name);
   }
 }
 
-std::string encode_mutex_release(const config& cfg, const lock_keys& k, std::string_view lease,
-                                 std::string_view owner, std::uint32_t have,
-                                 std::string_view leaving_ticket) {
+void send_mutex_release(client_impl& c, const lock_keys& k, std::chrono::milliseconds lease,
+                        std::string_view owner, std::uint32_t have, std::string_view ticket,
+                        transport::reply_handler done) {
   const auto have_text = std::to_string(have);
-  const auto window = std::to_string(cfg.handoff_window.count());
-  const auto mode = grant_mode(cfg);
-  std::string_view args[] = {keys::unlock_message, lease, owner, have_text, window, leaving_ticket, mode};
-  if (mode.empty()) {
-    // ARGV[6] present only for a leave: the script tells the two forms apart by it.
-    std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry};
-    return scripts::encode_evalsha(scripts::mutex_release, keys,
-                                   std::span<const std::string_view>{args, leaving_ticket.empty() ? 5u : 6u});
-  }
-  // A grant issues the waiter's token from this client's counters (its mode must be the same).
-  const fencing_counters counters{cfg, k.name};
-  std::string_view keys[] = {k.name, k.channel, k.queue, k.expiry, counters.advanced, counters.other};
-  return scripts::encode_evalsha(scripts::mutex_release,
-                                 std::span<const std::string_view>{keys, counters.other.empty() ? 5u : 6u},
-                                 args);
+  const auto lease_text = std::to_string(lease.count());
+  const auto window = std::to_string(waiter_registry::yield_window.count());
+  const std::string_view keys[] = {k.name,  k.queue,        k.records,
+                                   k.yield, k.slot_counter, k.lock_counter};
+  const std::string_view args[] = {k.channel,  k.dlock_channel, owner, have_text,
+                                   lease_text, ticket,          window};
+  const std::size_t nkeys = k.slot_counter.empty() ? 4 : 6;
+  c.scripts().eval(scripts::mutex_release, std::span<const std::string_view>{keys, nkeys}, args,
+                   c.cfg().command_timeout, std::move(done));
 }
 
-void send_mutex_release(client_impl& c, const lock_keys& k, std::string_view lease,
-                        std::string_view owner, std::uint32_t have,
-                        std::string_view leaving_ticket, transport::reply_handler done) {
-  c.scripts().eval_encoded(scripts::mutex_release,
-                           encode_mutex_release(c.cfg(), k, lease, owner, have, leaving_ticket),
-                           c.cfg().command_timeout, std::move(done));
+namespace {
+
+bool is_retryable_give_back(std::error_code ec) {
+  return ec == errc::timeout || ec == errc::connection_lost || ec == errc::loading ||
+         ec == errc::busy || ec == errc::try_again || ec == errc::cluster_down ||
+         ec == errc::master_down || ec == errc::max_clients || ec == errc::connect_timeout ||
+         ec == errc::connection_refused;
+}
+
+struct give_back_op : std::enable_shared_from_this<give_back_op> {
+  client_impl& c;
+  std::shared_ptr<hold_state> hold;
+  lock_keys keys;
+  std::uint32_t have;
+  std::string ticket;
+  clock::time_point until;
+  std::uint64_t id;
+  clock::duration pause{std::chrono::milliseconds{50}};
+
+  give_back_op(client_impl& cl, std::shared_ptr<hold_state> h, std::uint32_t hv, std::string t,
+               clock::time_point u, std::uint64_t i)
+      : c{cl},
+        hold{std::move(h)},
+        keys{cl.cfg(), hold->name},
+        have{hv},
+        ticket{std::move(t)},
+        until{u},
+        id{i} {}
+
+  std::string key() const { return hold->owner + ' ' + hold->name; }
+  bool pending() const {
+    auto it = c.undoing().find(key());
+    return it != c.undoing().end() && it->second == id;
+  }
+  void end() {
+    if (pending()) c.undoing().erase(key());
+  }
+  void send() {
+    if (!pending()) return;  // a newer acquisition of this owner took over
+    // (Sent during shutdown too: its sweep aborts waiters, and drains what they send.)
+    if (clock::now() >= until) return end();  // expired by itself
+    send_mutex_release(c, keys, hold->lease, hold->owner, have, ticket,
+                       [self = shared_from_this()](std::error_code ec, reply) {
+                         if (!ec || !is_retryable_give_back(ec) || self->c.stopped()) {
+                           return self->end();
+                         }
+                         self->retry_later();
+                       });
+  }
+  void retry_later() {
+    auto timer = std::make_shared<asio::steady_timer>(c.strand(), pause);
+    pause = std::min<clock::duration>(pause * 2, std::chrono::seconds{1});
+    timer->async_wait([self = shared_from_this(), timer](std::error_code) { self->send(); });
+  }
+};
+
+std::uint64_t next_give_back_id() {
+  static std::atomic<std::uint64_t> n{0};
+  return ++n;
+}
+
+}  // namespace
+
+void give_back(client_impl& c, std::shared_ptr<hold_state> hold, std::uint32_t have,
+               std::string ticket, clock::time_point until) {
+  auto op = std::make_shared<give_back_op>(c, std::move(hold), have, std::move(ticket), until,
+                                           next_give_back_id());
+  c.undoing()[op->key()] = op->id;
+  op->send();
 }
 
 }  // namespace dlock::detail

@@ -28,20 +28,20 @@ void connection::submit_on(std::uint64_t generation, std::string payload, clock:
       // the link's state, so it is asked first); not from a handler the pipeline completes
       // while it walks its queues (a push would invalidate the walk); and only while
       // connected: flush() then never completes a request (it would inside this call).
-      if (incoming_.size() >= early_write_batch && running_in(get_executor()) &&
-          completing_ == 0 && ready() && !stopped()) {
+      if (incoming_.size() >= early_write_batch && running_in(get_executor()) && completing_ == 0 &&
+          ready() && !stopped()) {
         lock.unlock();
         return flush();
       }
-      // A step running on the strand flushes at its end (end_step).
-      if (flush_posted_ || steps_running_ > 0) return;
+      if (flush_posted_) return;
       flush_posted_ = true;
       lock.unlock();
       return post_flush();
     }
   }
   // Never complete inside the initiating call: the caller may hold a lock its handler takes.
-  asio::post(asio::system_executor{}, [r = std::move(r)]() mutable { complete(r, errc::shutdown); });
+  asio::post(asio::system_executor{},
+             [r = std::move(r)]() mutable { complete(r, errc::shutdown); });
 }
 
 // Runs on the strand: moves the batch submitted since the last flush into the pipeline.
@@ -66,29 +66,8 @@ void connection::flush() {
 }
 
 void connection::post_flush() {
-  asio::post(get_executor(), [self = std::static_pointer_cast<connection>(shared_from_this())] { self->flush(); });
-}
-
-void connection::begin_step() {
-  std::lock_guard lock{mu_};
-  ++steps_running_;
-}
-
-void connection::end_step(bool last) {
-  {
-    std::unique_lock lock{mu_};
-    --steps_running_;
-    if (incoming_.empty()) return;
-    // The last step sends what the steps before it submitted too; a flush posted by one of them
-    // then finds nothing (or what came since).
-    if (last && steps_running_ == 0 && completing_ == 0 && ready() && !stopped()) {
-      lock.unlock();
-      return flush();
-    }
-    if (flush_posted_) return;
-    flush_posted_ = true;
-  }
-  post_flush();
+  asio::post(get_executor(),
+             [self = std::static_pointer_cast<connection>(shared_from_this())] { self->flush(); });
 }
 
 std::size_t connection::unanswered() const {
@@ -154,11 +133,11 @@ void connection::arm_deadline(std::optional<clock::time_point> at) {
   }
   armed_for_ = *at;
   deadline_timer_.expires_at(*at);
-  deadline_timer_.async_wait(
-      [self = std::static_pointer_cast<connection>(shared_from_this()), at = *at](std::error_code ec) {
-        if (ec || self->armed_for_ != at) return;  // re-armed or cancelled meanwhile
-        self->on_deadline();
-      });
+  deadline_timer_.async_wait([self = std::static_pointer_cast<connection>(shared_from_this()),
+                              at = *at](std::error_code ec) {
+    if (ec || self->armed_for_ != at) return;  // re-armed or cancelled meanwhile
+    self->on_deadline();
+  });
 }
 
 void connection::on_deadline() {

@@ -49,19 +49,6 @@ class connection final : public link {
   // (link.hpp, "Fencing"; set before start()).
   void when_unfenced(std::function<void(const std::string&)> fn) { on_unfenced_ = std::move(fn); }
 
-  // An operation's step runs on the strand between begin_step() and end_step() (strand only;
-  // client_impl::post_start). What it submits is not flushed by a posted flush but at its end:
-  // end_step(true), the last step known to be queued, moves it into the pipeline and writes it
-  // unless a write is in progress (then it goes with the next) — a posted flush's turn would
-  // cost the I/O thread a round through its scheduler, and a poll of its reactor, before the
-  // request leaves. It posts the flush instead while a pipeline walk is in progress or while
-  // not connected, and end_step(false) does: after a step with others queued behind it (the
-  // steps of fifty lockers made by one read's replies leave together, from the flush or the
-  // last step) and after a step that threw. Requests that other threads submitted meanwhile go
-  // with it.
-  void begin_step();
-  void end_step(bool last);
-
   // Requests submitted and not yet answered: in the batch not yet flushed, queued or in flight
   // (strand only; shutdown's drain).
   std::size_t unanswered() const;
@@ -99,7 +86,6 @@ class connection final : public link {
   mutable std::mutex mu_;
   std::vector<request> incoming_;  // guarded by mu_
   bool flush_posted_ = false;      // guarded by mu_
-  int steps_running_ = 0;          // guarded by mu_: begin_step() .. end_step()
   bool closed_ = false;            // guarded by mu_
 
   pipeline pipe_;

@@ -1,15 +1,12 @@
 #include "transport/link.hpp"
 
-#include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
+#include <cerrno>
 #include <random>
 #include <typeinfo>
 
@@ -92,87 +89,11 @@ std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> link::peer() co
   return peer_;
 }
 
-int link::watch(int epfd) const {
-  std::lock_guard lock{peer_mu_};
-  if (watch_fd_ < 0) return -1;
-  epoll_event ev{};
-  // Exclusive: woken after the I/O thread (header). A kernel before 4.5 ignores the flag.
-  ev.events = EPOLLIN | EPOLLET | EPOLLEXCLUSIVE;
-  ev.data.fd = watch_fd_;
-  return ::epoll_ctl(epfd, EPOLL_CTL_ADD, watch_fd_, &ev) == 0 ? watch_fd_ : -1;
-}
-
-// Under the lock, and only while the descriptor is still the socket up: close_stream() clears
-// watch_fd_ before it closes the socket (and the close ends the registration), so neither call
-// touches a descriptor that is closing or has been reused. (A reconnect may reuse the number for
-// its socket; that one is not registered here: DEL fails with ENOENT, FIONREAD reads the new
-// socket, and only the caller's brief wait is misjudged.)
-void link::unwatch(int epfd, int fd) const noexcept {
-  std::lock_guard lock{peer_mu_};
-  if (fd >= 0 && fd == watch_fd_) ::epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
-}
-
-executor_type make_executor(asio::io_context& ioc, unsigned threads) {
-  if (threads == 1) return ioc.get_executor();
-  return asio::make_strand(ioc);
-}
-
 bool running_in(const executor_type& ex) noexcept {
   // Asio 1.22's any_executor::target<T>() casts without checking the type: checked here.
   using plain = asio::io_context::executor_type;
-  using strand = asio::strand<plain>;
   if (ex.target_type() == typeid(plain)) return ex.target<plain>()->running_in_this_thread();
-  if (ex.target_type() == typeid(strand)) return ex.target<strand>()->running_in_this_thread();
   return false;
-}
-
-namespace {
-thread_local deferred_starts* current_deferral = nullptr;
-}  // namespace
-
-deferred_starts::deferred_starts(const executor_type& ex) noexcept : ex_{ex}, outer_{current_deferral} {
-  current_deferral = this;
-}
-
-deferred_starts::~deferred_starts() {
-  uninstall();
-  // (A post that cannot allocate ends the process here, as it would in any Asio handler that
-  // must not lose its work.)
-  for (; next_ < steps_.size(); ++next_) asio::post(ex_, std::move(steps_[next_]));
-}
-
-void deferred_starts::uninstall() noexcept {
-  if (!installed_) return;
-  installed_ = false;
-  current_deferral = outer_;
-}
-
-void deferred_starts::run() {
-  // Steps that these steps ask for are posted: one that completes at once (a release finding
-  // another on its way) and whose handler asks again would otherwise loop here without end,
-  // with the read that would end it never made.
-  uninstall();
-  // Each is taken off before it runs, so a step that throws leaves the rest to the destructor.
-  // (No step is added from here on: the vector does not move under the loop.)
-  while (next_ < steps_.size()) {
-    auto step = std::move(steps_[next_++]);
-    step();
-  }
-}
-
-deferred_starts* deferred_starts::for_executor(const executor_type& ex) noexcept {
-  auto* d = current_deferral;
-  return d != nullptr && d->installed_ && d->ex_ == ex ? d : nullptr;
-}
-
-bool bytes_readable(int fd) noexcept {
-  int n = 0;
-  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0;
-}
-
-bool link::bytes_queued(int fd) const noexcept {
-  std::lock_guard lock{peer_mu_};
-  return fd >= 0 && fd == watch_fd_ && bytes_readable(fd);
 }
 
 void link::close_stream() {
@@ -180,7 +101,6 @@ void link::close_stream() {
   {
     std::lock_guard lock{peer_mu_};
     peer_.reset();
-    watch_fd_ = -1;  // before the socket closes: watch() never registers a descriptor reused
   }
   resolver_.cancel();
   connect_timer_.cancel();
@@ -206,14 +126,15 @@ void link::connect() {
   connect_timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
     if (!ec && gen == self->gen_ && self->state_ != state::ready) self->drop(errc::connect_timeout);
   });
-  resolver_.async_resolve(
-      cfg_.host, std::to_string(cfg_.port),
-      [self = shared_from_this(), gen](std::error_code ec, asio::ip::tcp::resolver::results_type eps) {
-        if (gen != self->gen_) return;
-        if (ec) return self->drop(map_connect_error(ec));
-        auto all = std::make_shared<std::vector<asio::ip::tcp::endpoint>>(eps.begin(), eps.end());
-        self->connect_to(gen, std::move(all), 0, asio::error::host_not_found);
-      });
+  resolver_.async_resolve(cfg_.host, std::to_string(cfg_.port),
+                          [self = shared_from_this(), gen](
+                              std::error_code ec, asio::ip::tcp::resolver::results_type eps) {
+                            if (gen != self->gen_) return;
+                            if (ec) return self->drop(map_connect_error(ec));
+                            auto all = std::make_shared<std::vector<asio::ip::tcp::endpoint>>(
+                                eps.begin(), eps.end());
+                            self->connect_to(gen, std::move(all), 0, asio::error::host_not_found);
+                          });
 }
 
 // Tries the resolved endpoints in turn. Each socket is opened close-on-exec here, which asio's
@@ -235,7 +156,8 @@ void link::connect_to(std::uint64_t gen, std::shared_ptr<std::vector<asio::ip::t
     ::close(fd);
     return drop(map_connect_error(ec));
   }
-  s->socket().async_connect(ep, [self = shared_from_this(), gen, s, eps = std::move(eps), at](std::error_code cec) mutable {
+  s->socket().async_connect(ep, [self = shared_from_this(), gen, s, eps = std::move(eps),
+                                 at](std::error_code cec) mutable {
     if (gen != self->gen_) return;
     if (cec) return self->connect_to(gen, std::move(eps), at + 1, cec);
     self->on_connected(gen);
@@ -284,7 +206,8 @@ std::optional<client_identity> parse_client_info(const reply& r) {
     for (std::size_t at = 0; at < text.size();) {
       const auto end = std::min(text.find_first_of(" \r\n", at), text.size());
       const auto word = text.substr(at, end - at);
-      if (word.size() > key.size() && word.substr(0, key.size()) == key && word[key.size()] == '=') {
+      if (word.size() > key.size() && word.substr(0, key.size()) == key &&
+          word[key.size()] == '=') {
         return std::string{word.substr(key.size() + 1)};
       }
       at = end + 1;
@@ -328,15 +251,17 @@ void link::send_handshake() {
   auto s = stream_;
   auto buf = wbuf_;
   s->with([&](auto& st) {
-    asio::async_write(st, asio::buffer(*buf), [self = shared_from_this(), gen, s, buf](std::error_code ec, std::size_t) {
-      self->on_written(gen, ec);
-    });
+    asio::async_write(st, asio::buffer(*buf),
+                      [self = shared_from_this(), gen, s, buf](std::error_code ec, std::size_t) {
+                        self->on_written(gen, ec);
+                      });
   });
   read(gen);
 }
 
 void link::on_handshake_reply(const reply& r) {
-  const auto kind = handshake_at_ < handshake_.size() ? handshake_[handshake_at_] : handshake_reply::required;
+  const auto kind =
+      handshake_at_ < handshake_.size() ? handshake_[handshake_at_] : handshake_reply::required;
   ++handshake_at_;
   if (kind != handshake_reply::required && r.is_error()) {
     const auto code = classify_error_reply(r.str());
@@ -375,7 +300,6 @@ void link::on_handshake_reply(const reply& r) {
     auto ep = stream_->socket().remote_endpoint(ignored);
     std::lock_guard lock{peer_mu_};
     if (!ignored) peer_.emplace(ep, connects_.load());
-    watch_fd_ = stream_->socket().native_handle();
   }
   up_ = true;
   arm_health_check();
@@ -386,25 +310,18 @@ void link::on_handshake_reply(const reply& r) {
 void link::read(std::uint64_t gen) {
   auto s = stream_;
   s->with([&](auto& st) {
-    st.async_read_some(asio::buffer(rbuf_), [self = shared_from_this(), gen, s](std::error_code ec, std::size_t n) {
-      self->on_read(gen, ec, n);
-    });
+    st.async_read_some(asio::buffer(rbuf_),
+                       [self = shared_from_this(), gen, s](std::error_code ec, std::size_t n) {
+                         self->on_read(gen, ec, n);
+                       });
   });
 }
 
 void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
   if (gen != gen_) return;
-  // Counted when this read begins, and when it is through, however it ends (reads_handled()).
-  reads_started_.fetch_add(1, std::memory_order_release);
-  struct count_read {
-    std::atomic<std::uint64_t>& reads;
-    ~count_read() { reads.fetch_add(1, std::memory_order_release); }
-  } counted{reads_};
   if (ec) return drop(errc::connection_lost);
   last_heard_ = clock::now();
   reader_.feed({rbuf_.data(), n});
-  // Steps that the replies' handlers start run after the walk (or are posted, if it ends early).
-  deferred_starts starts{get_executor()};
   std::error_code perr;
   while (auto r = reader_.next(perr)) {
     if (state_ == state::handshaking) {
@@ -415,16 +332,6 @@ void link::on_read(std::uint64_t gen, std::error_code ec, std::size_t n) {
     if (gen != gen_) return;  // a hook dropped or stopped the connection
   }
   if (perr) return drop(perr);
-  // The steps go out before the read is re-armed. A step that throws (a user's callback it
-  // runs) leaves the read re-armed all the same, and the rest of the steps to the scope's
-  // destructor.
-  try {
-    starts.run();
-  } catch (...) {
-    if (gen == gen_) read(gen);
-    throw;
-  }
-  if (gen != gen_) return;  // a step dropped or stopped the connection
   read(gen);
 }
 
@@ -440,9 +347,10 @@ void link::want_write() {
   auto s = stream_;
   auto buf = wbuf_;
   s->with([&](auto& st) {
-    asio::async_write(st, asio::buffer(*buf), [self = shared_from_this(), gen, s, buf](std::error_code ec, std::size_t) {
-      self->on_written(gen, ec);
-    });
+    asio::async_write(st, asio::buffer(*buf),
+                      [self = shared_from_this(), gen, s, buf](std::error_code ec, std::size_t) {
+                        self->on_written(gen, ec);
+                      });
   });
 }
 

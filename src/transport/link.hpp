@@ -33,8 +33,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlock/config.hpp"
@@ -59,57 +59,12 @@ struct client_identity {
 // before 6.2).
 std::optional<client_identity> parse_client_info(const reply& r);
 
-// Whether bytes wait unread on socket `fd` (FIONREAD); false when it cannot be asked.
-bool bytes_readable(int fd) noexcept;
-
-// The executor on which a client's links and the runtime above them do all their work, one
-// sequence: with one thread running the io_context (config::io_threads, default 1), the
-// io_context's own executor, whose handlers that thread runs one at a time; with several, a
-// strand of it. A strand there cost rounds of the scheduler (a handler posted into a running
-// strand makes its invoker post itself again), each a poll of the reactor (an epoll_wait): W1
-// async, docs/benchmarks.md. Without it, what a handler posts joins the queue when that handler
-// returns, behind what other threads posted meanwhile (client_impl::shutdown allows for it).
+// The executor on which a client's links and the runtime above them do all their work: the
+// io_context's own, run by the client's one I/O thread, whose handlers run one at a time.
 // Called "the strand" throughout.
 using executor_type = asio::any_io_executor;
-executor_type make_executor(asio::io_context& ioc, unsigned threads);
-// Whether the calling thread runs `ex`'s handlers now: inside the strand, or the one thread
-// running the io_context.
+// Whether the calling thread runs `ex`'s handlers now.
 bool running_in(const executor_type& ex) noexcept;
-
-// Operation steps that the handler now running on the strand asked for (client_impl::post_start),
-// run when that handler ends instead of posted behind it. A posted step costs the I/O thread a
-// round of its scheduler, and a poll of its reactor, before its request leaves (W1 async,
-// docs/benchmarks.md). A link's read handler defers for its executor (link::on_read): its
-// replies complete operations, and a completion handler without an executor of its own runs
-// there and starts the next (an async chain); the steps run after the read's walk of its
-// replies, when a step may submit and write again. A step asked for by any other handler,
-// another client or another thread is posted as before.
-class deferred_starts {
- public:
-  // Defers for `ex` on this thread until run() or the end of the scope (which must not outlive
-  // `ex`).
-  explicit deferred_starts(const executor_type& ex) noexcept;
-  // Posts the steps that run() did not get to (the handler returned early, or a step threw).
-  ~deferred_starts();
-  deferred_starts(const deferred_starts&) = delete;
-  deferred_starts& operator=(const deferred_starts&) = delete;
-  // Stops deferring and runs the deferred steps in the order asked (steps they ask for are
-  // posted).
-  void run();
-  // The scope deferring for `ex` on this thread, or null.
-  static deferred_starts* for_executor(const executor_type& ex) noexcept;
-  void push(detail::unique_function<void()> step) { steps_.push_back(std::move(step)); }
-
- private:
-  void uninstall() noexcept;
-  const executor_type& ex_;
-  deferred_starts* outer_;
-  bool installed_ = true;
-  // A vector (which allocates nothing while empty, unlike a deque: most reads defer nothing);
-  // steps_[next_..] are still to run.
-  std::vector<detail::unique_function<void()>> steps_;
-  std::size_t next_ = 0;
-};
 
 class link : public std::enable_shared_from_this<link> {
  public:
@@ -139,36 +94,14 @@ class link : public std::enable_shared_from_this<link> {
   // nullopt while none is up (thread-safe).
   std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer() const;
 
-  // For a thread that sleeps until something this connection's messages complete (a blocking
-  // acquire waiting for its grant, on the subscriber): registers the socket up now in the
-  // epoll set `epfd`, edge-triggered, so that the thread wakes when bytes arrive — at the same
-  // time as the I/O thread that handles them, not after it. Exclusive (EPOLLEXCLUSIVE): Linux
-  // queues exclusive waiters behind the others on the socket (an implementation detail, not
-  // the flag's contract, which is only "at least one exclusive waiter wakes"), so the I/O
-  // thread, which has the message to handle, is woken first. Observed in W3 (docs/benchmarks.md):
-  // the scheduler then mostly puts the I/O thread on the CPU that ran Redis' write and the
-  // watcher on another; the other way round, the I/O thread waited for an idle CPU to wake.
-  // Returns the descriptor registered, or -1 (no connection up, or epoll_ctl failed). The
-  // registration ends with unwatch(), or by itself when the socket is closed (thread-safe).
-  int watch(int epfd) const;
-  void unwatch(int epfd, int fd) const noexcept;
-  // Whether bytes are queued on the registered socket `fd`, not yet read by the I/O thread;
-  // false once that socket is closed (thread-safe).
-  bool bytes_queued(int fd) const noexcept;
-  // Reads begun and reads handled so far (counted on the strand when on_read starts and ends;
-  // read from any thread): a thread woken by watch() learns from them whether the I/O thread
-  // is handling what woke it.
-  const std::atomic<std::uint64_t>& reads_started() const noexcept { return reads_started_; }
-  const std::atomic<std::uint64_t>& reads_handled() const noexcept { return reads_; }
-
  protected:
   // Hooks, all on the strand.
-  virtual void on_ready() = 0;                          // handshake done; may want_write()
-  virtual void on_reply(reply r) = 0;                   // a reply after the handshake
-  virtual void on_down(std::error_code why) = 0;        // the connection broke or failed
-  virtual void fill_write(std::string& out) = 0;        // append the bytes to send now
-  virtual void on_idle() = 0;                           // nothing heard for health_check_interval
-  virtual void on_stopped() = 0;                        // stop() took effect
+  virtual void on_ready() = 0;                    // handshake done; may want_write()
+  virtual void on_reply(reply r) = 0;             // a reply after the handshake
+  virtual void on_down(std::error_code why) = 0;  // the connection broke or failed
+  virtual void fill_write(std::string& out) = 0;  // append the bytes to send now
+  virtual void on_idle() = 0;                     // nothing heard for health_check_interval
+  virtual void on_stopped() = 0;                  // stop() took effect
   // Whether a new connection fences the one before (above), and what to do when the server
   // refuses it for good (`why`: the command and its error reply).
   virtual bool fences_old_connections() const { return false; }
@@ -193,8 +126,8 @@ class link : public std::enable_shared_from_this<link> {
   enum class handshake_reply : std::uint8_t { required, fence, identify };
 
   void connect();
-  void connect_to(std::uint64_t gen, std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t at,
-                  std::error_code last);
+  void connect_to(std::uint64_t gen, std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps,
+                  std::size_t at, std::error_code last);
   void on_connected(std::uint64_t gen);
   void send_handshake();
   void on_handshake_reply(const reply& r);
@@ -217,19 +150,17 @@ class link : public std::enable_shared_from_this<link> {
   state state_ = state::idle;
   bool writing_ = false;
   std::uint64_t gen_ = 0;  // bumped on every drop: completions of older connections are ignored
-  std::vector<handshake_reply> handshake_;  // the replies the handshake asked for, in order
-  std::size_t handshake_at_ = 0;            // the next one to come
+  std::vector<handshake_reply> handshake_;   // the replies the handshake asked for, in order
+  std::size_t handshake_at_ = 0;             // the next one to come
   std::optional<client_identity> identity_;  // the connection up (or coming up) now, once known
-  std::optional<client_identity> fence_;     // an earlier connection that may still deliver requests
+  std::optional<client_identity> fence_;  // an earlier connection that may still deliver requests
   clock::time_point last_heard_{};
   std::error_code last_error_;
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<bool> up_{false};
-  std::atomic<std::uint64_t> reads_started_{0}, reads_{0};
   mutable std::mutex peer_mu_;
   std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer_;  // guarded by peer_mu_
-  int watch_fd_ = -1;  // guarded by peer_mu_: the socket up now, for watch(); -1 when none
 };
 
 }  // namespace dlock::transport

@@ -82,7 +82,8 @@ std::optional<clock::time_point> pipeline::next_deadline(bool linked) const {
   auto consider = [&best](const request& r, clock::time_point t) {
     if (r.handler && (!best || t < *best)) best = t;
   };
-  for (const auto& r : queued_) consider(r, linked ? r.deadline : std::min(r.deadline, r.link_deadline));
+  for (const auto& r : queued_)
+    consider(r, linked ? r.deadline : std::min(r.deadline, r.link_deadline));
   for (const auto& r : in_flight_) consider(r, r.deadline);
   return best;
 }

@@ -25,12 +25,12 @@ using clock = std::chrono::steady_clock;
 using reply_handler = detail::unique_function<void(std::error_code, reply)>;
 
 struct request {
-  std::string payload;        // one encoded command
-  clock::time_point deadline; // complete with errc::timeout if no reply by then
+  std::string payload;         // one encoded command
+  clock::time_point deadline;  // complete with errc::timeout if no reply by then
   // While no connection is up, a queued request gives up at this time (submission + connect
   // timeout) with the last connect error: an unreachable server is reported promptly.
   clock::time_point link_deadline = clock::time_point::max();
-  reply_handler handler;      // empty once completed (an abandoned in-flight slot)
+  reply_handler handler;  // empty once completed (an abandoned in-flight slot)
   // Non-zero: the request may only go out on this connection (see connection::generation()):
   // written after a reconnect it would mean something else (WAIT counts the writes of the
   // connection that sends it), so it completes with errc::connection_lost instead.

@@ -51,12 +51,13 @@ void subscriber::fill_write(std::string& out) {
 void subscriber::arm_overdue_check() {
   overdue_armed_ = true;
   overdue_timer_.expires_after(cfg().command_timeout);
-  overdue_timer_.async_wait([self = std::static_pointer_cast<subscriber>(shared_from_this())](std::error_code ec) {
-    self->overdue_armed_ = false;
-    if (ec || !self->ready()) return;
-    if (self->subs_.overdue(clock::now())) return self->drop(errc::timeout);
-    if (self->subs_.awaiting()) self->arm_overdue_check();
-  });
+  overdue_timer_.async_wait(
+      [self = std::static_pointer_cast<subscriber>(shared_from_this())](std::error_code ec) {
+        self->overdue_armed_ = false;
+        if (ec || !self->ready()) return;
+        if (self->subs_.overdue(clock::now())) return self->drop(errc::timeout);
+        if (self->subs_.awaiting()) self->arm_overdue_check();
+      });
 }
 
 void subscriber::on_ready() {

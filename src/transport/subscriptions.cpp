@@ -12,8 +12,11 @@ bool subscriptions::add(listener_id id, kind k, const std::string& name, pubsub_
   owner_.emplace(id, key{k, name});
   if (t.confirmed) {
     auto call = stored;  // the listener may remove itself (destroying `stored`) while running
-    call(pubsub_event{pubsub_event::type::subscribed, k == kind::channel ? name : "",
-                      k == kind::pattern ? name : "", {}, {}});
+    call(pubsub_event{pubsub_event::type::subscribed,
+                      k == kind::channel ? name : "",
+                      k == kind::pattern ? name : "",
+                      {},
+                      {}});
   }
   return fresh;
 }
@@ -149,7 +152,8 @@ bool subscriptions::on_confirmation(std::string_view type, std::string_view name
     return true;
   }
   t.confirmed = true;
-  const auto what = t.resubscribing ? pubsub_event::type::resubscribed : pubsub_event::type::subscribed;
+  const auto what =
+      t.resubscribing ? pubsub_event::type::resubscribed : pubsub_event::type::subscribed;
   t.resubscribing = false;
   notify(it->first, {what, k == kind::channel ? name : "", k == kind::pattern ? name : "", {}, {}});
   return true;
@@ -164,8 +168,11 @@ void subscriptions::on_error(const reply& r) {
     auto it = topics_.find({head.k, name});
     if (it == topics_.end()) continue;
     it->second.resubscribing = false;
-    notify(it->first, {pubsub_event::type::failed, head.k == kind::channel ? std::string_view{name} : "",
-                        head.k == kind::pattern ? std::string_view{name} : "", {}, ec});
+    notify(it->first, {pubsub_event::type::failed,
+                       head.k == kind::channel ? std::string_view{name} : "",
+                       head.k == kind::pattern ? std::string_view{name} : "",
+                       {},
+                       ec});
   }
 }
 

@@ -60,11 +60,14 @@ std::error_code classify_handshake_error(asio::ssl::stream<asio::ip::tcp::socket
                                          std::error_code ec) {
   if (!ec) return ec;
   switch (SSL_get_verify_result(stream.native_handle())) {
-    case X509_V_OK: return errc::tls_handshake_failed;
+    case X509_V_OK:
+      return errc::tls_handshake_failed;
     case X509_V_ERR_HOSTNAME_MISMATCH:
     case X509_V_ERR_IP_ADDRESS_MISMATCH:
-    case X509_V_ERR_EMAIL_MISMATCH: return errc::tls_host_mismatch;
-    default: return errc::tls_verify_failed;
+    case X509_V_ERR_EMAIL_MISMATCH:
+      return errc::tls_host_mismatch;
+    default:
+      return errc::tls_verify_failed;
   }
 }
 

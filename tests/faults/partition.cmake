@@ -6,7 +6,7 @@ add_executable(dlock_partition_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/partition_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/partition_acquire_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/late_request_test.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/grant_race_test.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/handoff_stall_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/replication_test.cpp)
 target_link_libraries(dlock_partition_tests PRIVATE dlock_internal dlock_test_support GTest::gtest_main)
 dlock_warnings(dlock_partition_tests)

@@ -45,7 +45,7 @@ TEST(config_from_uri, defaults) {
   EXPECT_EQ(cfg.reconnect_max, def.reconnect_max);
   EXPECT_EQ(cfg.watchdog_lease, def.watchdog_lease);
   EXPECT_EQ(cfg.client_name, def.client_name);
-  EXPECT_EQ(cfg.io_threads, 1u);
+  EXPECT_EQ(cfg.fencing, config::fencing_mode::on);
 }
 
 TEST(config_from_uri, host_and_port) {
@@ -136,22 +136,8 @@ TEST(config_from_uri, durations) {
   EXPECT_EQ(parse_ok("redis://h?health_check=1h").health_check_interval, 1h);
 }
 
-TEST(config_from_uri, io_threads_and_name) {
-  const auto cfg = parse_ok("redis://h?io_threads=4&name=orders-service");
-  EXPECT_EQ(cfg.io_threads, 4u);
-  EXPECT_EQ(cfg.client_name, "orders-service");
-}
-
-TEST(config_from_uri, caller_io) {
-  EXPECT_TRUE(parse_ok("redis://h").caller_io);
-  EXPECT_TRUE(parse_ok("redis://h?caller_io=on").caller_io);
-  EXPECT_FALSE(parse_ok("redis://h?caller_io=off").caller_io);
-}
-
-TEST(config_from_uri, grant) {
-  EXPECT_TRUE(parse_ok("redis://h").grants);
-  EXPECT_TRUE(parse_ok("redis://h?grant=on").grants);
-  EXPECT_FALSE(parse_ok("redis://h?grant=off").grants);
+TEST(config_from_uri, name) {
+  EXPECT_EQ(parse_ok("redis://h?name=orders-service").client_name, "orders-service");
 }
 
 TEST(config_from_uri, wait_policy) {
@@ -163,15 +149,36 @@ TEST(config_from_uri, wait_policy) {
   EXPECT_EQ(on.wait_replicas, 2u);
   EXPECT_EQ(on.wait_timeout, std::chrono::milliseconds{250});
   EXPECT_EQ(on.on_shortfall, dlock::config::shortfall_policy::accept);
-  EXPECT_EQ(parse_ok("redis://h?on_shortfall=fail").on_shortfall, dlock::config::shortfall_policy::fail);
+  EXPECT_EQ(parse_ok("redis://h?on_shortfall=fail").on_shortfall,
+            dlock::config::shortfall_policy::fail);
 }
 
-TEST(config_from_uri, fencing_shared_by_default_per_lock_or_off_on_request) {
+TEST(config_from_uri, fencing_on_by_default_off_on_request) {
   using mode = dlock::config::fencing_mode;
-  EXPECT_EQ(parse_ok("redis://h").fencing, mode::shared);
-  EXPECT_EQ(parse_ok("redis://h?fencing=on").fencing, mode::shared);
-  EXPECT_EQ(parse_ok("redis://h?fencing=per-lock").fencing, mode::per_lock);
+  EXPECT_EQ(config{}.fencing, mode::on);
+  EXPECT_EQ(parse_ok("redis://h").fencing, mode::on);
+  EXPECT_EQ(parse_ok("redis://h?fencing=on").fencing, mode::on);
   EXPECT_EQ(parse_ok("redis://h?fencing=off").fencing, mode::off);
+  EXPECT_EQ(parse_ok("redis://h?fencing=off&fencing=on").fencing, mode::on) << "the last one wins";
+}
+
+// Settings this version removed: a URI naming them is refused, whatever the value, so that a
+// deployment relying on them learns at start-up rather than running with another behaviour.
+TEST(config_from_uri, removed_settings_are_refused) {
+  for (std::string_view uri :
+       {"redis://h?io_threads=2", "redis://h?io_threads=1", "redis://h?caller_io=off",
+        "redis://h?caller_io=on", "redis://h?handoff=0", "redis://h?handoff=100ms",
+        "redis://h?grant=off", "redis://h?grant=on", "redis://h?linger=0", "redis://h?linger=1s",
+        "redis://h?fencing=per-lock", "redis://h?fencing=shared",
+        "redis://h?timeout=1s&handoff=0&watchdog=10s"}) {
+    std::error_code ec;
+    std::string reason;
+    const auto cfg = config::from_uri(uri, ec, reason);
+    EXPECT_EQ(ec, errc::invalid_uri) << uri;
+    EXPECT_FALSE(reason.empty()) << uri;
+    EXPECT_EQ(cfg.host, config{}.host) << uri << ": a refused URI gives the default config";
+    EXPECT_THROW(config::from_uri(uri), dlock::lock_error) << uri;
+  }
 }
 
 TEST(config_from_uri, empty_parameters_are_skipped) {
@@ -191,20 +198,6 @@ TEST(config_from_uri, throwing_overload_returns_the_config) {
   EXPECT_EQ(cfg.port, 7000);
   EXPECT_EQ(cfg.database, 1);
   EXPECT_EQ(cfg.command_timeout, 1s);
-}
-
-TEST(config_from_uri, handoff_window) {
-  EXPECT_EQ(parse_ok("redis://h").handoff_window, 100ms);
-  EXPECT_EQ(parse_ok("redis://h?handoff=250ms").handoff_window, 250ms);
-  EXPECT_EQ(parse_ok("redis://h?handoff=0").handoff_window, 0ms) << "0 turns hand-offs off";
-  EXPECT_EQ(parse_ok("redis://h?handoff=1m").handoff_window, 1min);
-}
-
-TEST(config_from_uri, subscription_linger) {
-  EXPECT_EQ(parse_ok("redis://h").subscription_linger, 1s);
-  EXPECT_EQ(parse_ok("redis://h?linger=250ms").subscription_linger, 250ms);
-  EXPECT_EQ(parse_ok("redis://h?linger=0").subscription_linger, 0ms) << "0: unsubscribe at once";
-  EXPECT_EQ(parse_ok("redis://h?linger=1h").subscription_linger, 1h);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -263,15 +256,14 @@ INSTANTIATE_TEST_SUITE_P(
         "redis://h/x", "redis://h/-1", "redis://h/1.5", "redis://h/99999999999", "redis://h/2/3",
         // parameters
         "redis://h?foo=1", "redis://h?timeout", "redis://h?timeout=1s&bar", "redis://h?=1",
-        "redis://h?io_threads=0", "redis://h?io_threads=x", "redis://h?name=a%20b",
-        "redis://h?fencing=", "redis://h?fencing=yes", "redis://h?fencing=OFF",
-        "redis://h?fencing=per_lock", "redis://h?fencing=shared",
+        "redis://h?name=a%20b", "redis://h?fencing=", "redis://h?fencing=yes",
+        "redis://h?fencing=OFF", "redis://h?fencing=per_lock", "redis://h?fencing=shared",
         "redis://h?wait_replicas=-1", "redis://h?wait_replicas=x", "redis://h?wait_replicas=65",
-        "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe", "redis://h?on_shortfall=",
-        "redis://h?caller_io=", "redis://h?caller_io=1", "redis://h?caller_io=ON",
-        "redis://h?grant=", "redis://h?grant=yes", "redis://h?grant=OFF",
-        "redis://h?handoff=", "redis://h?handoff=-1", "redis://h?handoff=61s", "redis://h?handoff=x",
-        "redis://h?linger=", "redis://h?linger=-1", "redis://h?linger=61m", "redis://h?linger=x",
+        "redis://h?wait_timeout=0", "redis://h?on_shortfall=maybe",
+        "redis://h?on_shortfall=", "redis://h?fencing=per-lock", "redis://h?fencing=on,off",
+        // removed settings
+        "redis://h?io_threads=2", "redis://h?caller_io=off", "redis://h?handoff=0",
+        "redis://h?grant=off", "redis://h?linger=0",
         // durations
         "redis://h?timeout=abc", "redis://h?timeout=-5ms", "redis://h?timeout=1.5s",
         "redis://h?timeout=10parsecs", "redis://h?timeout=0", "redis://h?timeout=99999999999h",
@@ -417,7 +409,7 @@ TEST(config_validate, watchdog_lease_too_short) {
   EXPECT_EQ(validate(cfg), errc::invalid_uri);
 }
 
-TEST(config_validate, durations_above_a_year_or_bad_handoff_or_linger) {
+TEST(config_validate, durations_above_a_year) {
   // What a URI cannot express (parse_duration stops at a year) a struct must not carry either.
   const auto year_and_a_day = std::chrono::milliseconds{366ll * 24 * 3'600'000};
   for (auto field : {&config::watchdog_lease, &config::wait_recheck, &config::wait_timeout,
@@ -427,25 +419,14 @@ TEST(config_validate, durations_above_a_year_or_bad_handoff_or_linger) {
     cfg.*field = year_and_a_day;
     EXPECT_EQ(validate(cfg), errc::invalid_uri);
   }
-  config cfg;
-  cfg.handoff_window = -1ms;
-  EXPECT_EQ(validate(cfg), errc::invalid_uri);
-  cfg.handoff_window = 61s;
-  EXPECT_EQ(validate(cfg), errc::invalid_uri);
-  cfg.handoff_window = 0ms;
-  EXPECT_FALSE(validate(cfg)) << "0 = off";
-  cfg.subscription_linger = -1ms;
-  EXPECT_EQ(validate(cfg), errc::invalid_uri);
-  cfg.subscription_linger = std::chrono::hours{1} + 1ms;
-  EXPECT_EQ(validate(cfg), errc::invalid_uri);
-  cfg.subscription_linger = 0ms;
-  EXPECT_FALSE(validate(cfg)) << "0 = unsubscribe at once";
 }
 
-TEST(config_validate, zero_io_threads) {
+TEST(config_validate, fencing_either_way_is_valid) {
   config cfg;
-  cfg.io_threads = 0;
-  EXPECT_EQ(validate(cfg), errc::invalid_uri);
+  cfg.fencing = config::fencing_mode::off;
+  EXPECT_FALSE(validate(cfg));
+  cfg.fencing = config::fencing_mode::on;
+  EXPECT_FALSE(validate(cfg));
 }
 
 TEST(config_validate, client_name_must_be_printable_without_spaces) {

@@ -1,5 +1,6 @@
-// detail::renewal_schedule: when holds are renewed and until when they are trusted, driven by
-// constructed steady_clock time points (no sleeping, no timers).
+// detail::renewal_schedule: when holds are renewed (watchdog) or checked (explicit lease) and
+// until when they are trusted, driven by constructed steady_clock time points (no sleeping, no
+// timers). Checks and PTTL caps: renewal_schedule_check_test.cpp.
 #include "runtime/renewal_schedule.hpp"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,9 @@ const time_point t0 = time_point{} + 1000h;
 constexpr clock_type::duration lease = 30s;
 constexpr clock_type::duration third = lease / 3;  // 10 s: the renewal period
 constexpr clock_type::duration no_slack = 0s;
+// take_renewals' `renew` argument: watchdog holds to renew, or explicit-lease holds to check.
+constexpr bool renew = true;
+constexpr bool check = false;
 
 std::vector<id> sorted(std::vector<id> v) {
   std::sort(v.begin(), v.end());
@@ -52,11 +56,14 @@ TEST(renewal_schedule, empty_schedule_has_nothing_to_do) {
   EXPECT_FALSE(s.contains(1));
   EXPECT_EQ(s.trusted_until(1), std::nullopt);
   EXPECT_EQ(s.next_due(), std::nullopt);
-  EXPECT_TRUE(s.take_renewals(t0 + 1h, lease, 100).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + 1h, lease, 100, renew).empty());
   EXPECT_TRUE(s.take_expired(t0 + 1h).empty());
   s.remove(1);         // unknown: no-op
   s.confirmed(1, t0);  // unknown: no-op, does not add
+  s.checked(1, t0, 1000);
   s.failed(1, t0);
+  EXPECT_FALSE(s.renews(1));
+  EXPECT_TRUE(s.take_renewals(t0 + 1h, lease, 100, check).empty());
   EXPECT_EQ(s.size(), 0u);
   EXPECT_FALSE(s.contains(1));
 }
@@ -69,28 +76,28 @@ TEST(renewal_schedule, add_with_renew_schedules_renewal_at_a_third_of_the_lease)
   EXPECT_EQ(s.trusted_until(7), t0 + lease - 302ms);
   EXPECT_EQ(s.next_due(), t0 + third);
 
-  EXPECT_TRUE(s.take_renewals(t0, no_slack, 100).empty());
-  EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, no_slack, 100).empty());
-  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{7});
+  EXPECT_TRUE(s.take_renewals(t0, no_slack, 100, renew).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, no_slack, 100, renew).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100, check).empty()) << "renewed, not checked";
+  EXPECT_TRUE(s.renews(7));
+  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{7});
 }
 
-// A granted hold: trusted for the grant's window from its start, renewed (watchdog) at half the
-// window if no confirmation came; a confirmation moves it to its own lease.
-TEST(renewal_schedule, a_granted_hold_is_trusted_for_the_window_until_confirmed) {
+// An explicit lease is never renewed, but checked every third of its lease like a watchdog hold
+// is renewed: take_renewals(..., check) returns it, take_renewals(..., renew) never does.
+TEST(renewal_schedule, add_without_renew_is_checked_at_a_third_of_the_lease) {
   renewal_schedule s;
-  s.add_granted(3, t0, 100ms, lease, true);
-  s.add_granted(4, t0, 100ms, lease, false);
-  EXPECT_EQ(s.trusted_until(3), t0 + 100ms - 3ms);
-  EXPECT_EQ(s.due(3), t0 + 50ms);
-  EXPECT_EQ(s.due(4), t0 + 97ms) << "an explicit lease is not renewed: it ends";
-  EXPECT_TRUE(s.take_renewals(t0 + 49ms, no_slack, 100).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 50ms, no_slack, 100), std::vector<id>{3});
-  s.confirmed(3, t0 + 20ms);
-  s.confirmed(4, t0 + 20ms);
-  EXPECT_EQ(s.trusted_until(3), t0 + 20ms + lease - 302ms) << "its own lease from the confirmation";
-  EXPECT_EQ(s.trusted_until(4), t0 + 20ms + lease - 302ms);
-  EXPECT_EQ(s.due(3), t0 + 20ms + third);
-  EXPECT_EQ(sorted(s.take_expired(t0 + 20s)), std::vector<id>{});
+  s.add(7, t0, lease, false);
+  EXPECT_FALSE(s.renews(7));
+  EXPECT_EQ(s.trusted_until(7), t0 + lease - 302ms);
+  EXPECT_EQ(s.due(7), t0 + third);
+  EXPECT_EQ(s.next_due(), t0 + third);
+
+  EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, no_slack, 100, check).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + lease, lease, 100, renew).empty()) << "never renewed";
+  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<id>{7});
+  EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100, check).empty()) << "in flight";
+  EXPECT_EQ(s.next_due(), t0 + lease - 302ms) << "in flight: only its end is left to watch";
 }
 
 TEST(renewal_schedule, top_up_takes_holds_not_yet_due_earliest_first) {
@@ -98,23 +105,23 @@ TEST(renewal_schedule, top_up_takes_holds_not_yet_due_earliest_first) {
   s.add(1, t0, lease, true);
   s.add(2, t0 + 200ms, lease, true);
   s.add(3, t0 + 100ms, lease, true);
-  s.add(4, t0 + 5s, lease, true);   // due far later than the top-up's slack
-  s.add(5, t0 + 50ms, lease, false);  // never renewed
-  EXPECT_TRUE(s.take_renewals(t0, third, 100).empty()) << "nothing due now";
-  EXPECT_EQ(s.take_renewals(t0, third + 1s, 2, true), (std::vector<id>{1, 3})) << "earliest first";
-  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, true), (std::vector<id>{2})) << "in flight: not again";
+  s.add(4, t0 + 5s, lease, true);     // due far later than the top-up's slack
+  s.add(5, t0 + 50ms, lease, false);  // never renewed (checked: another batch)
+  EXPECT_TRUE(s.take_renewals(t0, third, 100, renew).empty()) << "nothing due now";
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 2, renew, true), (std::vector<id>{1, 3}))
+      << "earliest first";
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, renew, true), (std::vector<id>{2}))
+      << "in flight: not again";
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, check, true), (std::vector<id>{5}))
+      << "checks apart";
 }
 
-TEST(renewal_schedule, add_without_renew_never_renews_but_expires) {
+TEST(renewal_schedule, an_explicit_lease_with_no_check_answered_expires) {
   renewal_schedule s;
   s.add(7, t0, lease, false);
   const time_point trusted = t0 + lease - 302ms;
-  EXPECT_EQ(s.trusted_until(7), trusted);
-  EXPECT_EQ(s.next_due(), trusted);  // nothing to renew: the next event is its expiry
-
-  // Not even with a huge slack, nor long after a third of the lease.
-  EXPECT_TRUE(s.take_renewals(t0 + third, lease, 100).empty());
-  EXPECT_TRUE(s.take_renewals(trusted - 1ns, lease, 100).empty());
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<id>{7});
+  EXPECT_EQ(s.next_due(), trusted);  // the check is in flight: the next event is its expiry
 
   EXPECT_TRUE(s.take_expired(trusted - 1ns).empty());
   EXPECT_TRUE(s.contains(7));
@@ -130,8 +137,8 @@ TEST(renewal_schedule, take_renewals_returns_nothing_before_the_first_is_due) {
   s.add(1, t0, lease, true);       // due t0 + 10 s
   s.add(2, t0 + 1s, lease, true);  // due t0 + 11 s
   // Both are within the slack, but neither is due yet: nothing is sent early on its own.
-  EXPECT_TRUE(s.take_renewals(t0 + 9s, 5s, 100).empty());
-  EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, 5s, 100).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + 9s, 5s, 100, renew).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, 5s, 100, renew).empty());
   EXPECT_EQ(s.next_due(), t0 + third);
 }
 
@@ -143,23 +150,24 @@ TEST(renewal_schedule, once_the_earliest_is_due_all_due_within_slack_go_sorted_b
   s.add(10, t0 + 2s, lease, true);  // due +12 s
   s.add(40, t0 + 5s, lease, true);  // due +15 s: exactly at now + slack, included
   s.add(5, t0 + 6s, lease, true);   // due +16 s: beyond the slack
-  s.add(99, t0, lease, false);      // never renewed
+  s.add(99, t0, lease, false);      // never renewed: checked in a batch of its own
 
-  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100), (std::vector<id>{30, 20, 10, 40}));
+  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100, renew), (std::vector<id>{30, 20, 10, 40}));
+  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100, check), std::vector<id>{99});
   // Those are in flight now; the remaining one is not due yet.
-  EXPECT_TRUE(s.take_renewals(t0 + third, 5s, 100).empty());
-  EXPECT_TRUE(s.take_renewals(t0 + 16s - 1ns, 5s, 100).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 16s, 5s, 100), std::vector<id>{5});
+  EXPECT_TRUE(s.take_renewals(t0 + third, 5s, 100, renew).empty());
+  EXPECT_TRUE(s.take_renewals(t0 + 16s - 1ns, 5s, 100, renew).empty());
+  EXPECT_EQ(s.take_renewals(t0 + 16s, 5s, 100, renew), std::vector<id>{5});
 }
 
 TEST(renewal_schedule, batch_takes_the_earliest_due_up_to_max) {
   renewal_schedule s;
   for (id h = 1; h <= 5; ++h) s.add(h, t0 + std::chrono::seconds{6 - h}, lease, true);
   // Due times: 5 → +11 s, 4 → +12 s, 3 → +13 s, 2 → +14 s, 1 → +15 s.
-  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2), (std::vector<id>{5, 4}));
-  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2), (std::vector<id>{3, 2}));
-  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2), std::vector<id>{1});
-  EXPECT_TRUE(s.take_renewals(t0 + 15s, no_slack, 2).empty());
+  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), (std::vector<id>{5, 4}));
+  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), (std::vector<id>{3, 2}));
+  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), std::vector<id>{1});
+  EXPECT_TRUE(s.take_renewals(t0 + 15s, no_slack, 2, renew).empty());
 }
 
 TEST(renewal_schedule, holds_due_together_go_in_batches_of_max_and_in_flight_ones_are_not_retaken) {
@@ -170,7 +178,7 @@ TEST(renewal_schedule, holds_due_together_go_in_batches_of_max_and_in_flight_one
   std::set<id> taken;
   std::vector<std::size_t> batches;
   for (int i = 0; i < 4; ++i) {
-    const auto batch = s.take_renewals(now, lease / 6, 100);
+    const auto batch = s.take_renewals(now, lease / 6, 100, renew);
     batches.push_back(batch.size());
     for (id h : batch) EXPECT_TRUE(taken.insert(h).second) << "taken twice: " << h;
   }
@@ -180,29 +188,29 @@ TEST(renewal_schedule, holds_due_together_go_in_batches_of_max_and_in_flight_one
 
   // All in flight: only their trust deadline is left to watch.
   EXPECT_EQ(s.next_due(), t0 + lease - 302ms);
-  EXPECT_TRUE(s.take_renewals(now + 5s, lease / 6, 100).empty());
+  EXPECT_TRUE(s.take_renewals(now + 5s, lease / 6, 100, renew).empty());
 
   // A confirmed hold comes back one period after the confirmation was sent, a failed one at its
   // retry time; the rest stay in flight.
   s.confirmed(0, now);
   s.failed(1, now + 1s);
   EXPECT_EQ(s.next_due(), now + 1s);
-  EXPECT_EQ(s.take_renewals(now + 1s, no_slack, 100), std::vector<id>{1});
-  EXPECT_TRUE(s.take_renewals(now + third - 1ns, no_slack, 100).empty());
-  EXPECT_EQ(s.take_renewals(now + third, no_slack, 100), std::vector<id>{0});
+  EXPECT_EQ(s.take_renewals(now + 1s, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_TRUE(s.take_renewals(now + third - 1ns, no_slack, 100, renew).empty());
+  EXPECT_EQ(s.take_renewals(now + third, no_slack, 100, renew), std::vector<id>{0});
 }
 
 TEST(renewal_schedule, confirmed_moves_trust_and_next_renewal_from_the_send_time) {
   renewal_schedule s;
   s.add(1, t0, lease, true);
   const time_point sent = t0 + third;
-  ASSERT_EQ(s.take_renewals(sent, no_slack, 100), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(sent, no_slack, 100, renew), std::vector<id>{1});
   // The reply comes later; what counts is when the renewal was sent.
   s.confirmed(1, sent);
   EXPECT_EQ(s.trusted_until(1), sent + lease - 302ms);
   EXPECT_EQ(s.next_due(), sent + third);
-  EXPECT_TRUE(s.take_renewals(sent + third - 1ns, no_slack, 100).empty());
-  EXPECT_EQ(s.take_renewals(sent + third, no_slack, 100), std::vector<id>{1});
+  EXPECT_TRUE(s.take_renewals(sent + third - 1ns, no_slack, 100, renew).empty());
+  EXPECT_EQ(s.take_renewals(sent + third, no_slack, 100, renew), std::vector<id>{1});
 }
 
 TEST(renewal_schedule, an_older_confirmation_does_not_shorten_trust) {
@@ -238,14 +246,14 @@ TEST(renewal_schedule, confirmation_uses_the_lease_the_hold_was_added_with) {
 TEST(renewal_schedule, failed_retries_at_the_given_time) {
   renewal_schedule s;
   s.add(1, t0, lease, true);
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{1});
-  EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100).empty());  // in flight
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100, renew).empty());  // in flight
 
   s.failed(1, t0 + 12s);
   EXPECT_EQ(s.trusted_until(1), t0 + lease - 302ms);  // a failure does not extend trust
   EXPECT_EQ(s.next_due(), t0 + 12s);
-  EXPECT_TRUE(s.take_renewals(t0 + 12s - 1ns, no_slack, 100).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 12s, no_slack, 100), std::vector<id>{1});
+  EXPECT_TRUE(s.take_renewals(t0 + 12s - 1ns, no_slack, 100, renew).empty());
+  EXPECT_EQ(s.take_renewals(t0 + 12s, no_slack, 100, renew), std::vector<id>{1});
 }
 
 TEST(renewal_schedule, take_expired_removes_holds_past_their_trusted_time) {
@@ -268,7 +276,7 @@ TEST(renewal_schedule, take_expired_removes_holds_past_their_trusted_time) {
 TEST(renewal_schedule, an_unconfirmed_renewal_does_not_save_a_hold_from_expiry) {
   renewal_schedule s;
   s.add(1, t0, lease, true);
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{1});
   const time_point trusted = t0 + lease - 302ms;
   // In flight: its renewal time no longer counts, its deadline still does.
   EXPECT_EQ(s.next_due(), trusted);
@@ -284,21 +292,25 @@ TEST(renewal_schedule, an_unconfirmed_renewal_does_not_save_a_hold_from_expiry) 
   EXPECT_EQ(s.next_due(), std::nullopt);
 }
 
-TEST(renewal_schedule, next_due_is_the_earliest_renewal_or_deadline) {
+TEST(renewal_schedule, next_due_is_the_earliest_renewal_check_or_deadline) {
   renewal_schedule s;
   s.add(1, t0, lease, true);     // renew +10 s, trusted +29.698 s
-  s.add(2, t0, 60s, false);      // trusted +59.398 s
-  s.add(3, t0 + 5s, 6s, false);  // trusted +5 s + 6 s - 62 ms = +10.938 s
+  s.add(2, t0, 60s, false);      // check +20 s, trusted +59.398 s
+  s.add(3, t0 + 5s, 6s, false);  // check +7 s, trusted +5 s + 6 s - 62 ms = +10.938 s
+  EXPECT_EQ(s.next_due(), t0 + 7s);
+  ASSERT_EQ(s.take_renewals(t0 + 7s, no_slack, 100, check), std::vector<id>{3});
   EXPECT_EQ(s.next_due(), t0 + third);
 
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{1});
   // 1 is in flight: its deadline counts, not its renewal; 3's deadline is earlier.
   EXPECT_EQ(s.next_due(), t0 + 11s - 62ms);
   s.remove(3);
-  EXPECT_EQ(s.next_due(), t0 + lease - 302ms);
+  EXPECT_EQ(s.next_due(), t0 + 20s) << "2's check";
   s.failed(1, t0 + 10s + 500ms);
   EXPECT_EQ(s.next_due(), t0 + 10s + 500ms);
   s.remove(1);
+  EXPECT_EQ(s.next_due(), t0 + 20s);
+  ASSERT_EQ(s.take_renewals(t0 + 20s, no_slack, 100, check), std::vector<id>{2});
   EXPECT_EQ(s.next_due(), t0 + 60s - 602ms);
   s.remove(2);
   EXPECT_EQ(s.next_due(), std::nullopt);
@@ -320,7 +332,7 @@ TEST(renewal_schedule, remove_forgets_a_hold) {
   EXPECT_TRUE(s.contains(2));
   EXPECT_EQ(s.size(), 1u);
   EXPECT_EQ(s.trusted_until(1), std::nullopt);
-  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100), std::vector<id>{2});
+  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{2});
   s.remove(2);  // while in flight
   EXPECT_EQ(s.size(), 0u);
   s.confirmed(2, t0 + third);  // its reply comes after the release: ignored
@@ -354,7 +366,7 @@ TEST(renewal_schedule, ten_thousand_holds_are_kept_alive_in_about_a_hundred_batc
     ASSERT_LT(++steps, 100'000u) << "the loop makes no progress";
     const time_point now = *due;
     expired += s.take_expired(now).size();
-    const auto batch = s.take_renewals(now, lease / 6, max_batch);
+    const auto batch = s.take_renewals(now, lease / 6, max_batch, renew);
     ASSERT_FALSE(batch.empty()) << "next_due() pointed at a time with nothing to do";
     ASSERT_LE(batch.size(), max_batch);
     biggest = std::max(biggest, batch.size());
@@ -387,39 +399,6 @@ TEST(renewal_schedule, ten_thousand_holds_are_kept_alive_in_about_a_hundred_batc
   EXPECT_LE(*std::max_element(renewals.begin(), renewals.end()), periods + 1);
   // Renewals went out with at least half the lease of trust left.
   EXPECT_GE(least_margin, lease / 2);
-}
-
-}  // namespace
-
-namespace {
-
-// Review finding: confirming an explicit lease (a re-entry or partial release reset its TTL)
-// made it renewable.
-TEST(renewal_schedule_review, confirming_an_explicit_lease_never_makes_it_renewable) {
-  using namespace std::chrono_literals;
-  dlock::detail::renewal_schedule s;
-  const auto start = dlock::detail::renewal_schedule::clock::time_point{} + 1h;
-  s.add(1, start, 600ms, false);
-  s.confirmed(1, start + 100ms);
-  EXPECT_TRUE(s.take_renewals(start + 10s, 1s, 100).empty());
-  s.failed(1, start + 200ms);
-  EXPECT_TRUE(s.take_renewals(start + 10s, 1s, 100).empty());
-  EXPECT_EQ(*s.trusted_until(1), dlock::detail::renewal_schedule::trusted_until(start + 100ms, 600ms));
-  EXPECT_EQ(*s.next_due(), *s.trusted_until(1));
-}
-
-TEST(renewal_schedule_review, snapshot_and_restore_put_a_hold_back_as_it_was) {
-  using namespace std::chrono_literals;
-  dlock::detail::renewal_schedule s;
-  const auto start = dlock::detail::renewal_schedule::clock::time_point{} + 1h;
-  s.add(7, start, 30s, true);
-  auto saved = s.snapshot(7);
-  ASSERT_TRUE(saved);
-  s.remove(7);
-  EXPECT_FALSE(s.contains(7));
-  s.restore(7, *saved);
-  EXPECT_EQ(*s.trusted_until(7), dlock::detail::renewal_schedule::trusted_until(start, 30s));
-  EXPECT_EQ(s.take_renewals(start + 10s, 0s, 100), std::vector<std::uint64_t>{7});
 }
 
 }  // namespace

@@ -26,11 +26,12 @@ completion<T...> erase_handler(Handler&& handler) {
   auto ex = asio::get_associated_executor(handler, asio::system_executor{});
   auto work = asio::make_work_guard(ex);
   return [h = std::forward<Handler>(handler), work = std::move(work)](std::error_code ec,
-                                                                     T... values) mutable {
+                                                                      T... values) mutable {
     auto target = work.get_executor();
-    asio::dispatch(target, [h = std::move(h), ec, args = std::make_tuple(std::move(values)...)]() mutable {
-      std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
-    });
+    asio::dispatch(
+        target, [h = std::move(h), ec, args = std::make_tuple(std::move(values)...)]() mutable {
+          std::apply([&](auto&&... a) { std::move(h)(ec, std::move(a)...); }, std::move(args));
+        });
     work.reset();
   };
 }

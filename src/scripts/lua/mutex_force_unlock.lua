@@ -1,8 +1,8 @@
--- Delete a lock whoever holds it and wake one waiter (Redisson RLock.forceUnlock).
--- KEYS[1] lock hash, KEYS[2] channel; ARGV[1] unlock message
+-- Delete a lock whoever holds it and wake the waiters' processes (Redisson RLock.forceUnlock).
+-- KEYS[1] lock hash; ARGV[1] Redisson's channel of the lock.
 -- Returns 1 if the lock existed, 0 if it was free.
 if redis.call('del', KEYS[1]) == 1 then
-  redis.pcall('publish', KEYS[2], ARGV[1])  -- see mutex_release.lua
+  redis.pcall('publish', ARGV[1], '0')
   return 1
 end
 return 0

@@ -1,16 +1,14 @@
--- Fencing tokens, shared by mutex_acquire.lua and mutex_release.lua (a grant issues one too;
--- cmake/dlock_embed_lua.cmake puts this text where a script includes `fencing`).
+-- Fencing tokens, shared by mutex_acquire.lua and mutex_release.lua (a hand-off issues the
+-- grantee's; cmake/dlock_embed_lua.cmake puts this text where a script includes `fencing`).
 -- A first acquisition sets the counter to max(counter + 1, server time in microseconds) and
--- returns it. Strictly increasing while the counter lives, like an INCR (and Redisson's
--- RFencedLock INCRs redisson_lock_token:{name}, the per-lock counter); and when the counter is
+-- returns it. Strictly increasing while the counter lives, like an INCR; and when the counter is
 -- gone — a restart without persistence, a failover that lost the last writes — still above
 -- every token issued before, as long as the server's clock has not gone back by more than the
--- time since. A shared counter increases across all locks, so per lock too.
--- `other`, when given, is the other kind of counter (the lock's own beside the shared one, or
--- the shared one beside the lock's own): read too, so that tokens stay above whatever either
--- issued — clients of both modes on one name, RFencedLock's INCRs, a counter that remembers a
--- clock step back, an upgrade from the per-lock layout — and advanced if it exists, so that
--- whoever counts on it next (RFencedLock INCRs it) goes on from here. Never created.
+-- time since. `advanced` is the counter of the lock's cluster slot (keys::slot_fencing_counter),
+-- shared by every lock of that slot, so tokens increase per lock too.
+-- `other` is Redisson RFencedLock's counter of the name (redisson_lock_token:{name}): read too,
+-- so that tokens stay above what RFencedLock issued, and advanced if it exists, so that
+-- RFencedLock's next INCR goes on from here. Never created.
 
 -- A whole number from 0 to 2^53 as digits (every number these scripts print). '%.0f' goes
 -- through printf's floating-point path, several times slower; '%d' alone prints a C long, which

@@ -1,0 +1,403 @@
+// detail::acquire_machine, part 2: cancellation, lost replies, error replies, re-entry, WAIT for
+// replicas and malformed replies, stepped with constructed steady_clock times. Actions are
+// compared whole as rendered by show(), as in acquire_machine_test.cpp (its helpers, repeated).
+#include <gtest/gtest.h>
+
+#include <asio/error.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "dlock/error.hpp"
+#include "dlock/reply.hpp"
+#include "sync/acquire_machine.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::errc;
+using dlock::reply;
+using machine = dlock::detail::acquire_machine;
+using time_point = machine::clock::time_point;
+
+const time_point t0 = time_point{} + 1000h;
+const std::error_code ok{};
+const std::error_code aborted = asio::error::operation_aborted;
+std::error_code err(errc e) { return make_error_code(e); }
+
+reply script(std::int64_t status, std::int64_t value) {
+  return reply::make_array({reply::make_integer(status), reply::make_integer(value)});
+}
+reply acquired(std::int64_t token) { return script(0, token); }
+reply held(std::int64_t pttl) { return script(1, pttl); }
+const reply none{};  // the reply that comes with an error
+
+std::string name(std::error_code ec) {
+  if (!ec) return "ok";
+  if (ec == aborted) return "operation_aborted";
+  static constexpr std::pair<errc, const char*> names[] = {
+      {errc::timeout, "timeout"},
+      {errc::shutdown, "shutdown"},
+      {errc::connection_lost, "connection_lost"},
+      {errc::connection_refused, "connection_refused"},
+      {errc::lease_lost, "lease_lost"},
+      {errc::loading, "loading"},
+      {errc::busy, "busy"},
+      {errc::wrong_type, "wrong_type"},
+      {errc::no_replicas, "no_replicas"},
+      {errc::protocol_error, "protocol_error"}};
+  for (const auto& [e, n] : names) {
+    if (ec == e) return n;
+  }
+  return ec.message();
+}
+
+std::string span(machine::clock::duration d) {
+  if (d % 1ms == 0ns) return std::to_string(d / 1ms) + "ms";
+  return std::to_string(d.count()) + "ns";
+}
+std::string at(time_point t) { return "t0+" + span(t - t0); }
+
+std::string show(const machine::actions& a) {
+  std::string s;
+  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (a.complete) add("complete(" + name(*a.complete) + ")");
+  if (a.give_back) add("give_back(" + std::to_string(a.give_back_have) + ")");
+  if (a.attempt) {
+    add("attempt(" + std::to_string(a.attempt->have) + (a.attempt->queue ? ",queue" : "") +
+        (a.attempt->foreign ? ",foreign" : "") + ",b=" + span(a.attempt->budget) + ")");
+  }
+  if (a.subscribe) add("subscribe");
+  if (a.send_wait) add("send_wait");
+  if (a.timer) add("timer(" + at(*a.timer) + ")");
+  return s;
+}
+
+machine::params waiting(std::chrono::milliseconds d) {
+  machine::params p;
+  p.deadline = t0 + d;
+  return p;
+}
+
+TEST(acquire_machine_failures, a_cancel_before_any_reply_gives_back) {
+  machine m{waiting(10s)};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_cancel(aborted, t0 + 1ms)), "complete(operation_aborted) give_back(1)");
+  EXPECT_EQ(show(m.on_reply(ok, acquired(1), t0, t0 + 2ms)), "") << "the give-back has it";
+
+  machine once{waiting(0ms)};
+  once.start(t0);
+  EXPECT_EQ(show(once.on_cancel(err(errc::shutdown), t0)), "complete(shutdown) give_back(1)");
+
+  auto p = waiting(10s);
+  p.have = 2;
+  machine reentry{p};
+  reentry.start(t0);
+  EXPECT_EQ(show(reentry.on_cancel(aborted, t0)), "complete(operation_aborted) give_back(3)");
+
+  machine idle{waiting(10s)};
+  EXPECT_EQ(show(idle.on_cancel(aborted, t0)), "complete(operation_aborted)") << "not started";
+}
+
+TEST(acquire_machine_failures, a_cancel_while_sleeping_in_the_queue_gives_back) {
+  // Queued, it may have been handed the lock by an unlock it has not heard of yet.
+  machine m{waiting(10s)};
+  m.start(t0);
+  m.on_reply(ok, held(5000), t0, t0 + 1ms);
+  EXPECT_EQ(show(m.on_cancel(err(errc::shutdown), t0 + 2ms)), "complete(shutdown) give_back(1)");
+  EXPECT_EQ(show(m.on_timer(t0 + 3001ms)), "");
+  EXPECT_EQ(show(m.on_wake(false, t0 + 3002ms)), "");
+}
+
+TEST(acquire_machine_failures, a_cancel_while_pausing_without_a_queue_place_gives_nothing_back) {
+  machine m{waiting(10s)};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0, t0 + 1ms)), "timer(t0+51ms)");
+  EXPECT_EQ(show(m.on_cancel(aborted, t0 + 2ms)), "complete(operation_aborted)");
+}
+
+TEST(acquire_machine_failures, a_cancel_after_completion_does_nothing) {
+  machine m{waiting(10s)};
+  m.start(t0);
+  m.on_reply(ok, acquired(4), t0, t0 + 1ms);
+  EXPECT_EQ(show(m.on_cancel(aborted, t0 + 2ms)), "");
+  EXPECT_EQ(show(m.on_cancel(err(errc::shutdown), t0 + 2ms)), "");
+  EXPECT_TRUE(m.done());
+  EXPECT_EQ(m.token(), 4u);
+}
+
+TEST(acquire_machine_failures, a_lost_reply_is_resent_with_the_same_count_up_to_max_resends) {
+  ASSERT_EQ(machine::max_resends, 3);
+  machine m{waiting(10s)};
+  m.start(t0);
+  const std::error_code lost[] = {err(errc::timeout), err(errc::connection_lost),
+                                  err(errc::timeout)};
+  for (auto ec : lost) {
+    EXPECT_EQ(show(m.on_reply(ec, none, t0, t0 + 3s)),
+              "attempt(0,queue,b=3000ms) timer(t0+10050ms)");
+  }
+  EXPECT_EQ(show(m.on_reply(err(errc::connection_lost), none, t0 + 3s, t0 + 6s)),
+            "complete(connection_lost) give_back(1)");
+
+  auto p = waiting(10s);
+  p.have = 2;
+  machine reentry{p};
+  EXPECT_EQ(show(reentry.start(t0)), "attempt(2,b=3000ms)");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(show(reentry.on_reply(err(errc::timeout), none, t0, t0)), "attempt(2,b=3000ms)");
+  EXPECT_EQ(show(reentry.on_reply(err(errc::timeout), none, t0, t0)),
+            "complete(timeout) give_back(3)");
+}
+
+TEST(acquire_machine_failures, a_reply_starts_the_resend_count_again) {
+  machine m{waiting(10s)};
+  m.start(t0);
+  m.on_reply(err(errc::timeout), none, t0, t0 + 1ms);
+  m.on_reply(err(errc::timeout), none, t0 + 1ms, t0 + 2ms);
+  EXPECT_EQ(show(m.on_reply(ok, held(100), t0 + 2ms, t0 + 3ms)), "subscribe timer(t0+104ms)");
+  EXPECT_EQ(show(m.on_wake(false, t0 + 4ms)), "attempt(0,queue,b=3000ms) timer(t0+10050ms)");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(show(m.on_reply(err(errc::connection_lost), none, t0, t0 + 5ms)),
+              "attempt(0,queue,b=3000ms) timer(t0+10050ms)");
+  }
+  EXPECT_EQ(show(m.on_reply(err(errc::connection_lost), none, t0, t0 + 6ms)),
+            "complete(connection_lost) give_back(1)");
+}
+
+TEST(acquire_machine_failures, a_single_try_resends_a_lost_reply_even_after_its_deadline) {
+  machine m{waiting(0ms)};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(err(errc::timeout), none, t0, t0 + 3s)), "attempt(0,b=3000ms)");
+  EXPECT_EQ(show(m.on_reply(ok, acquired(6), t0 + 3s, t0 + 3001ms)), "complete(ok)");
+
+  machine other{waiting(0ms)};  // the lost send may have acquired: given back on failure
+  other.start(t0);
+  other.on_reply(err(errc::connection_lost), none, t0, t0 + 1ms);
+  EXPECT_EQ(show(other.on_reply(ok, held(50), t0 + 1ms, t0 + 2ms)),
+            "complete(timeout) give_back(1)");
+}
+
+TEST(acquire_machine_failures,
+     a_lost_reply_after_the_deadline_of_a_wait_times_out_with_a_give_back) {
+  machine m{waiting(1s)};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(err(errc::connection_lost), none, t0, t0 + 1s)),
+            "complete(timeout) give_back(1)");
+  EXPECT_EQ(show(m.on_timer(t0 + 1s)), "");
+}
+
+TEST(acquire_machine_failures, transient_errors_are_retried_for_one_command_timeout) {
+  auto p = waiting(10s);
+  p.command_timeout = 200ms;
+  machine m{p};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0, t0)), "timer(t0+50ms)");
+  EXPECT_EQ(show(m.on_timer(t0 + 50ms)), "attempt(0,queue,b=200ms) timer(t0+10050ms)");
+  EXPECT_EQ(show(m.on_reply(err(errc::busy), none, t0 + 50ms, t0 + 199ms)), "timer(t0+249ms)");
+  EXPECT_EQ(show(m.on_timer(t0 + 249ms)), "attempt(0,queue,b=200ms) timer(t0+10050ms)");
+  const auto a = m.on_reply(err(errc::busy), none, t0 + 249ms, t0 + 250ms);
+  EXPECT_EQ(a.complete, err(errc::busy)) << show(a);  // it had queued: given back
+  EXPECT_FALSE(a.attempt);
+  EXPECT_TRUE(m.done());
+}
+
+TEST(acquire_machine_failures, transient_retries_end_at_the_deadline) {
+  machine m{waiting(100ms)};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0, t0 + 1ms)), "timer(t0+51ms)");
+  EXPECT_EQ(show(m.on_timer(t0 + 51ms)), "attempt(0,queue,b=50ms) timer(t0+150ms)");
+  EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0 + 51ms, t0 + 60ms)), "timer(t0+100ms)");
+  EXPECT_EQ(show(m.on_timer(t0 + 100ms)), "complete(timeout)") << "never queued";
+}
+
+TEST(acquire_machine_failures, a_reply_starts_the_transient_window_again) {
+  auto p = waiting(10s);
+  p.command_timeout = 200ms;
+  machine m{p};
+  m.start(t0);
+  m.on_reply(err(errc::loading), none, t0, t0);
+  m.on_timer(t0 + 50ms);
+  EXPECT_EQ(show(m.on_reply(ok, held(1000), t0 + 50ms, t0 + 150ms)), "subscribe timer(t0+1151ms)");
+  EXPECT_EQ(show(m.on_timer(t0 + 1151ms)), "attempt(0,queue,b=200ms) timer(t0+10050ms)");
+  EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0 + 1151ms, t0 + 1200ms)),
+            "timer(t0+1250ms)");
+}
+
+// Within the grace an attempt's reply decides: its own error is what the caller learns (given
+// back only if the wait may hold something), a held or lost reply is a timeout.
+TEST(acquire_machine_failures, a_reply_within_the_grace_completes_with_its_own_outcome) {
+  machine refused{waiting(1s)};
+  refused.start(t0);
+  EXPECT_EQ(show(refused.on_timer(t0 + 1s)), "");
+  EXPECT_EQ(show(refused.on_reply(err(errc::connection_refused), none, t0, t0 + 1020ms)),
+            "complete(connection_refused)")
+      << "not a timeout, and nothing to give back";
+  EXPECT_EQ(show(refused.on_timer(t0 + 1050ms)), "");
+
+  machine queued{waiting(1s)};  // queued by its first attempt: the error gives back
+  queued.start(t0);
+  queued.on_reply(ok, held(60000), t0, t0 + 1ms);
+  EXPECT_EQ(show(queued.on_wake(false, t0 + 990ms)), "attempt(0,queue,b=50ms) timer(t0+1050ms)");
+  EXPECT_EQ(show(queued.on_timer(t0 + 1s)), "");
+  EXPECT_EQ(show(queued.on_reply(err(errc::connection_refused), none, t0 + 990ms, t0 + 1049ms)),
+            "complete(connection_refused) give_back(1)");
+
+  machine loading{waiting(1s)};
+  loading.start(t0);
+  EXPECT_EQ(show(loading.on_reply(err(errc::loading), none, t0, t0 + 1001ms)), "complete(loading)")
+      << "no time left to wait it out";
+
+  machine lost{waiting(1s)};
+  lost.start(t0);
+  EXPECT_EQ(show(lost.on_reply(err(errc::connection_lost), none, t0, t0 + 1001ms)),
+            "complete(timeout) give_back(1)");
+
+  machine woken{waiting(1s)};
+  woken.start(t0);
+  EXPECT_EQ(show(woken.on_wake(false, t0 + 1001ms)), "");
+  EXPECT_EQ(show(woken.on_reply(ok, held(5000), t0, t0 + 1002ms)), "complete(timeout) give_back(1)")
+      << "a wake during the grace sends no new attempt";
+}
+
+TEST(acquire_machine_failures, an_error_after_queueing_or_a_lost_reply_gives_back) {
+  machine queued{waiting(10s)};
+  queued.start(t0);
+  queued.on_reply(ok, held(1000), t0, t0 + 1ms);
+  EXPECT_EQ(show(queued.on_timer(t0 + 1002ms)), "attempt(0,queue,b=3000ms) timer(t0+10050ms)");
+  EXPECT_EQ(show(queued.on_reply(err(errc::wrong_type), none, t0 + 1002ms, t0 + 1003ms)),
+            "complete(wrong_type) give_back(1)");
+
+  machine lost{waiting(10s)};
+  lost.start(t0);
+  lost.on_reply(err(errc::timeout), none, t0, t0 + 1ms);
+  EXPECT_EQ(show(lost.on_reply(err(errc::wrong_type), none, t0 + 1ms, t0 + 2ms)),
+            "complete(wrong_type) give_back(1)");
+}
+
+// An error reply proves the script did not run (nothing acquired, nothing queued): with no
+// queue place or lost reply before it, nothing is given back.
+TEST(acquire_machine_failures, an_error_reply_before_queueing_gives_nothing_back) {
+  machine wrong{waiting(10s)};
+  wrong.start(t0);
+  EXPECT_EQ(show(wrong.on_reply(err(errc::wrong_type), none, t0, t0 + 1ms)),
+            "complete(wrong_type)");
+
+  machine once{waiting(0ms)};  // a single try: no time to wait LOADING out
+  once.start(t0);
+  EXPECT_EQ(show(once.on_reply(err(errc::loading), none, t0, t0 + 1ms)), "complete(loading)");
+
+  auto p = waiting(10s);
+  p.command_timeout = 200ms;
+  machine transient{p};
+  transient.start(t0);
+  transient.on_reply(err(errc::loading), none, t0, t0);
+  transient.on_timer(t0 + 50ms);
+  EXPECT_EQ(show(transient.on_reply(err(errc::loading), none, t0 + 50ms, t0 + 200ms)),
+            "complete(loading)");
+}
+
+TEST(acquire_machine_failures, a_reentry_never_queues_and_takes_token_zero) {
+  auto p = waiting(10s);
+  p.have = 1;
+  p.wait_replicas = 2;  // no WAIT for a re-entry
+  machine m{p};
+  EXPECT_EQ(show(m.start(t0)), "attempt(1,b=3000ms)");
+  EXPECT_EQ(show(m.on_wake(false, t0 + 1ms)), "");
+  EXPECT_EQ(show(m.on_reply(ok, acquired(0), t0, t0 + 2ms)), "complete(ok)");
+  EXPECT_EQ(m.token(), 0u);
+  EXPECT_EQ(m.trusted_from(), t0);
+}
+
+// {3, 0} says the owner's field holds fewer holds than it expects: the script changed nothing,
+// so nothing is given back.
+TEST(acquire_machine_failures, a_reentry_whose_hold_was_lost_gives_nothing_back) {
+  auto p = waiting(10s);
+  p.have = 1;
+  machine m{p};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(ok, script(3, 0), t0, t0 + 1ms)), "complete(lease_lost)");
+}
+
+machine replicating(machine::params p) {
+  machine m{p};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_replicas(ok, 2, t0)), "") << "no WAIT before the acquisition";
+  m.on_reply(ok, acquired(5), t0, t0 + 1ms);
+  return m;
+}
+
+TEST(acquire_machine_failures, wait_replicas_sends_wait_after_a_first_acquisition) {
+  auto p = waiting(1s);
+  p.wait_replicas = 2;
+  machine m{p};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(ok, acquired(5), t0, t0 + 1ms)), "send_wait timer(t0+1000ms)");
+  EXPECT_EQ(show(m.on_wake(false, t0 + 2ms)), "");
+  EXPECT_EQ(show(m.on_timer(t0 + 500ms)), "") << "before the deadline";
+  EXPECT_EQ(show(m.on_replicas(ok, 2, t0 + 3ms)), "complete(ok)");
+  EXPECT_TRUE(m.replicated());
+  EXPECT_EQ(m.token(), 5u);
+  EXPECT_EQ(show(m.on_replicas(ok, 2, t0 + 4ms)), "");
+
+  machine::params forever;
+  forever.wait_replicas = 1;
+  machine f{forever};
+  f.start(t0);
+  EXPECT_EQ(show(f.on_reply(ok, acquired(5), t0, t0 + 1ms)), "send_wait");
+  EXPECT_EQ(show(f.on_replicas(ok, 3, t0 + 2ms)), "complete(ok)");
+}
+
+TEST(acquire_machine_failures, a_replica_shortfall_is_accepted_when_allowed) {
+  auto p = waiting(1s);
+  p.wait_replicas = 2;
+  p.accept_shortfall = true;
+  auto m = replicating(p);
+  EXPECT_EQ(show(m.on_replicas(ok, 1, t0 + 2ms)), "complete(ok)");
+  EXPECT_FALSE(m.replicated());
+
+  auto e = replicating(p);
+  EXPECT_EQ(show(e.on_replicas(err(errc::connection_lost), 0, t0 + 2ms)), "complete(ok)");
+  EXPECT_FALSE(e.replicated());
+}
+
+TEST(acquire_machine_failures, a_replica_shortfall_gives_the_lock_back_otherwise) {
+  auto p = waiting(1s);
+  p.wait_replicas = 2;
+  auto m = replicating(p);
+  EXPECT_EQ(show(m.on_replicas(ok, 1, t0 + 2ms)), "complete(no_replicas) give_back(1)");
+
+  auto e = replicating(p);
+  EXPECT_EQ(show(e.on_replicas(err(errc::connection_lost), 0, t0 + 2ms)),
+            "complete(connection_lost) give_back(1)");
+
+  auto late = replicating(p);
+  EXPECT_EQ(show(late.on_timer(t0 + 1s)), "complete(timeout) give_back(1)");
+  EXPECT_EQ(show(late.on_replicas(ok, 2, t0 + 1001ms)), "");
+
+  auto cancelled = replicating(p);
+  EXPECT_EQ(show(cancelled.on_cancel(aborted, t0 + 2ms)),
+            "complete(operation_aborted) give_back(1)");
+}
+
+// Nothing certain can be read from a malformed reply: it gives back in case the script acquired.
+TEST(acquire_machine_failures, a_malformed_reply_is_a_protocol_error) {
+  const reply bad[] = {
+      reply::make_integer(0),
+      reply::make_nil(),
+      script(4, 0),
+      reply::make_array({reply::make_integer(0)}),
+      reply::make_array({reply::make_integer(0), reply::make_integer(1), reply::make_integer(2)}),
+      reply::make_array({reply::make_bulk("0"), reply::make_integer(1)}),
+  };
+  for (const auto& r : bad) {
+    machine m{waiting(10s)};
+    m.start(t0);
+    EXPECT_EQ(show(m.on_reply(ok, r, t0, t0 + 1ms)), "complete(protocol_error) give_back(1)")
+        << dlock::to_string(r);
+    EXPECT_TRUE(m.done());
+  }
+}
+
+}  // namespace
