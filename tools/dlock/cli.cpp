@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -74,6 +76,31 @@ int exit_code_for(std::error_code ec) {
   return exit_unavailable;  // connection, auth, TLS, permission, server state
 }
 
+bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args& a) {
+  std::optional<std::chrono::milliseconds> kill_after;
+  try {
+    if (o.wait) a.wait = duration_arg(*o.wait, "--wait");
+    if (o.lease) a.lease_time = duration_arg(*o.lease, "--lease");
+    if (o.kill_after) kill_after = duration_arg(*o.kill_after, "--kill-after");
+  } catch (const std::invalid_argument& e) {
+    complain("exec", e.what());
+    return false;
+  }
+  std::string error;
+  if (o.name.empty()) {
+    error = "the lock name must not be empty";
+  } else if (a.lease_time && a.lease_time->count() == 0) {
+    error = "--lease must be positive";
+  } else {
+    a.lease = a.lease_time.value_or(cfg.watchdog_lease);
+    auto chosen = choose_timing(a.lease, kill_after, a.lease_time.has_value());
+    a.timing = chosen.timing;
+    error = std::move(chosen.error);
+  }
+  if (!error.empty()) complain("exec", error);
+  return error.empty();
+}
+
 void complain(const std::string& what, const std::string& message) {
   std::fprintf(stderr, "dlock: %s: %s\n", what.c_str(), message.c_str());
 }
@@ -82,6 +109,23 @@ void complain(const std::string& what, std::error_code ec) { complain(what, ec.m
 
 void verbose(const global_options& g, const std::string& line) {
   if (g.verbose) std::fprintf(stderr, "dlock: %s\n", line.c_str());
+}
+
+std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += ' ';
+    out += s;
+  }
+  return out;
 }
 
 }  // namespace dlock_cli

@@ -6,6 +6,9 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "exec_schedule.hpp"
 
 namespace dlock_cli {
 
@@ -41,13 +44,29 @@ void complain(const std::string& what, const std::string& message);
 // Diagnostics on stderr with -v.
 void verbose(const global_options& g, const std::string& line);
 
+// "250 ms".
+std::string ms_text(std::chrono::milliseconds d);
+// This host's name ("unknown" if it has none).
+std::string host_name();
+// The words of `v`, separated by spaces.
+std::string join(const std::vector<std::string>& v);
+
 struct exec_options {
   std::optional<std::string> wait, lease;
-  std::string kill_after = "10s";
+  std::optional<std::string> kill_after;  // default: a third of the lease, at most 10s
   std::string name;
   std::vector<std::string> command;
 };
 int run_exec(const global_options& g, const exec_options& o);
+
+// exec's options, checked and read.
+struct exec_args {
+  std::optional<std::chrono::milliseconds> wait, lease_time;
+  std::chrono::milliseconds lease{};  // --lease, else the config's watchdog lease
+  exec_timing timing{};               // --kill-after (or its default) and the margin
+};
+// Reads `o` against `cfg` into `a`; on bad usage says why on stderr and returns false.
+bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args& a);
 
 int run_status(const global_options& g, const std::string& name, bool json);
 int run_unlock(const global_options& g, const std::string& name, bool force);

@@ -1,134 +1,72 @@
 // dlock exec: run a command while holding a lock, like flock(1) across hosts.
 //
-// The main thread waits for signals only: SIGCHLD (the command ended), SIGINT/SIGTERM/SIGHUP
-// (forwarded to the command), SIGUSR2 (the lock was acquired) and SIGUSR1 (the lease was lost),
-// the last two raised by dlock's I/O thread. All of them are blocked in every thread before the
-// client starts, so they stay pending until sigtimedwait takes them; nothing polls.
+// The main thread waits for signals only: SIGCHLD (the command ended or stopped),
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT (forwarded to the command), SIGTSTP (stop, with the command),
+// SIGUSR2 (the lock was acquired) and SIGUSR1 (the lease was lost), the last two raised by
+// dlock's I/O thread. All of them (and SIGTTOU: see exec_process.hpp) are blocked in every thread
+// before the client starts, so they stay pending until sigtimedwait takes them. It also wakes
+// when the lease's trust deadline calls for a signal to the command's process group
+// (exec_schedule.hpp): nothing the command started may run once the lease is not trusted.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <asio/use_future.hpp>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
-#include <stop_token>
 #include <thread>
+#include <utility>
+#include <variant>
 #include <vector>
 
-#include <asio/use_future.hpp>
-
 #include "cli.hpp"
+#include "exec_process.hpp"
 
 namespace dlock_cli {
 namespace {
 
 using namespace std::chrono_literals;
+using std::chrono::milliseconds;
 using steady = std::chrono::steady_clock;
 
 sigset_t handled_signals() {
   sigset_t s;
   sigemptyset(&s);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&s, sig);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP, SIGTTOU, SIGUSR1, SIGUSR2}) {
+    sigaddset(&s, sig);
+  }
   return s;
 }
 
-// Waits for one of `set` up to `limit`; 0 on timeout.
-int wait_signal(const sigset_t& set, std::chrono::milliseconds limit) {
-  timespec ts{static_cast<time_t>(limit.count() / 1000), static_cast<long>(limit.count() % 1000) * 1'000'000};
+bool ends(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
+
+// Waits for one of `set` up to `limit`; 0 on timeout. `from_tty`: the kernel sent it (a
+// terminal's ^C, ^\ or hangup, which a terminal sends to its whole foreground process group).
+int wait_signal(const sigset_t& set, milliseconds limit, bool* from_tty = nullptr) {
+  timespec ts{static_cast<time_t>(limit.count() / 1000),
+              static_cast<long>(limit.count() % 1000) * 1'000'000};
   for (;;) {
-    int sig = sigtimedwait(&set, nullptr, &ts);
-    if (sig >= 0) return sig;
-    if (errno == EAGAIN) return 0;
-    if (errno != EINTR) return 0;
+    siginfo_t info{};
+    int sig = sigtimedwait(&set, &info, &ts);
+    if (from_tty) *from_tty = sig > 0 && info.si_code == SI_KERNEL;
+    if (sig >= 0 || errno != EINTR) return std::max(sig, 0);
   }
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += ' ';
-    out += s;
-  }
-  return out;
-}
-
-// The argv/envp shape of `v`: pointers to its strings (which must outlive it), then nullptr.
-std::vector<char*> null_terminated(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const auto& x : v) out.push_back(const_cast<char*>(x.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
-// Starts the command with the default signal mask and the lock's details in its environment.
-// Returns its pid, or -errno when it could not be executed.
-// This process has the client's threads: a forked child may only call async-signal-safe
-// functions until it execs. One that allocates (setenv, std::to_string, building argv, as this
-// did) deadlocks for good if another thread held an allocator lock at the fork — seen under
-// ASan: `dlock exec` hung before its command ran, with the lock held and renewed. So everything
-// the child needs is built here, before the fork; the child sets its signal mask and calls
-// execvpe (PATH search and the shell fallback for a script without #!, as execvp; glibc's
-// builds its paths on the stack), and reports a failure through the pipe.
-pid_t start_command(const exec_options& o, std::uint64_t token) {
-  std::vector<std::string> env_text;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry{*e};
-    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=")) continue;
-    env_text.emplace_back(entry);
-  }
-  env_text.push_back("DLOCK_NAME=" + o.name);
-  env_text.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token));
-  auto envp = null_terminated(env_text);
-  auto argv = null_terminated(o.command);
-  sigset_t none;
-  sigemptyset(&none);
-
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return -errno;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int e = errno;
-    close(fds[0]);
-    close(fds[1]);
-    return -e;
-  }
-  if (pid == 0) {  // async-signal-safe calls only, up to the exec
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execvpe(argv[0], argv.data(), envp.data());
-    const int e = errno;
-    [[maybe_unused]] auto n = write(fds[1], &e, sizeof e);
-    _exit(127);
-  }
-  close(fds[1]);
-  int e = 0;
-  ssize_t n;
-  do {
-    n = read(fds[0], &e, sizeof e);
-  } while (n < 0 && errno == EINTR);
-  close(fds[0]);
-  if (n == static_cast<ssize_t>(sizeof e)) {
-    waitpid(pid, nullptr, 0);
-    return -e;
-  }
-  return pid;
-}
-
-int exit_status(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return exit_software;
+// How long to wait for `wake` (max: an hour, then look again).
+milliseconds until(steady::time_point wake) {
+  if (wake == steady::time_point::max()) return 1h;
+  return std::clamp(std::chrono::ceil<milliseconds>(wake - steady::now()), 0ms, milliseconds{1h});
 }
 
 struct acquisition {
@@ -145,14 +83,14 @@ struct acquisition {
 class holder_refresh {
  public:
   holder_refresh(dlock::client& c, const std::string& name, const dlock::holder& h,
-                 std::chrono::milliseconds ttl)
+                 milliseconds ttl)
       : thread_{[&c, name, h, ttl](std::stop_token stopping) {
           std::mutex mu;
           std::condition_variable_any cv;
           std::unique_lock lock{mu};
           // True once stop is requested (which wakes it), false after each ttl/3.
           // At most every 100 ms, however short the lease.
-          const auto period = std::max<std::chrono::milliseconds>(ttl / 3, 100ms);
+          const auto period = std::max<milliseconds>(ttl / 3, 100ms);
           while (!cv.wait_for(lock, stopping, period,
                               [&stopping] { return stopping.stop_requested(); })) {
             std::error_code ec;
@@ -170,32 +108,10 @@ class holder_refresh {
   std::jthread thread_;
 };
 
-}  // namespace
-
-int run_exec(const global_options& g, const exec_options& o) {
-  std::optional<std::chrono::milliseconds> wait, lease_time;
-  std::chrono::milliseconds kill_after{};
-  try {
-    if (o.wait) wait = duration_arg(*o.wait, "--wait");
-    if (o.lease) lease_time = duration_arg(*o.lease, "--lease");
-    kill_after = duration_arg(o.kill_after, "--kill-after");
-  } catch (const std::invalid_argument& e) {
-    complain("exec", e.what());
-    return exit_usage;
-  }
-  if (o.name.empty()) {
-    complain("exec", "the lock name must not be empty");
-    return exit_usage;
-  }
-  if (lease_time && lease_time->count() == 0) {
-    complain("exec", "--lease must be positive");
-    return exit_usage;
-  }
-  const sigset_t signals = handled_signals();
-  sigprocmask(SIG_BLOCK, &signals, nullptr);  // before the client's threads exist: they inherit it
-
-  dlock::client client{make_config(g)};
-  dlock::mutex m{client, o.name};
+// Waits for the lock (or a signal that ends the wait). A lease, or the exit code to return.
+std::variant<dlock::lease, int> acquire(const global_options& g, const exec_options& o,
+                                        const exec_args& a, dlock::client& client, dlock::mutex& m,
+                                        const sigset_t& signals) {
   const pid_t self = getpid();
   acquisition got;
   auto on_acquired = [&got, self](std::error_code ec, dlock::lease l) {
@@ -208,16 +124,14 @@ int run_exec(const global_options& g, const exec_options& o) {
     kill(self, SIGUSR2);
   };
   const auto wait_started = steady::now();
-  if (!wait) {
-    if (lease_time) {
-      m.async_lock(*lease_time, on_acquired);
-    } else {
-      m.async_lock(on_acquired);
-    }
-  } else if (lease_time) {
-    m.async_lock_for(*wait, *lease_time, on_acquired);
+  if (a.wait && a.lease_time) {
+    m.async_lock_for(*a.wait, *a.lease_time, on_acquired);
+  } else if (a.wait) {
+    m.async_lock_for(*a.wait, on_acquired);
+  } else if (a.lease_time) {
+    m.async_lock(*a.lease_time, on_acquired);
   } else {
-    m.async_lock_for(*wait, on_acquired);
+    m.async_lock(on_acquired);
   }
   verbose(g, "waiting for " + o.name);
 
@@ -226,7 +140,9 @@ int run_exec(const global_options& g, const exec_options& o) {
     if (sig == SIGUSR2) {
       std::lock_guard lock{got.mu};
       if (got.done) break;
-    } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+    } else if (sig == SIGTSTP) {
+      kill(getpid(), SIGSTOP);  // nothing runs under the lock yet
+    } else if (ends(sig)) {
       client.shutdown();  // abandons the wait; a lease acquired meanwhile is released first
       std::lock_guard lock{got.mu};
       if (got.lease.owns()) got.lease.unlock(got.ec);
@@ -241,69 +157,158 @@ int run_exec(const global_options& g, const exec_options& o) {
     complain("exec: " + o.name, got.ec);
     return exit_code_for(got.ec);
   }
-  dlock::lease lease = std::move(got.lease);
-  verbose(g, "acquired " + o.name + " with fencing token " + std::to_string(lease.fencing_token()) +
-                 " after " +
-                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    steady::now() - wait_started).count()) + " ms");
-  lease.on_lost([self] { kill(self, SIGUSR1); });
+  const auto waited = std::chrono::duration_cast<milliseconds>(steady::now() - wait_started);
+  verbose(g, "acquired " + o.name + " with fencing token " +
+                 std::to_string(got.lease.fencing_token()) + " after " + ms_text(waited));
+  return std::move(got.lease);
+}
 
-  const auto info_ttl = lease_time.value_or(client.cfg().watchdog_lease);
-  dlock::holder me{lease.owner(), 1, host_name(), static_cast<std::int64_t>(self), join(o.command),
-                   std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count()};
-  std::error_code ec;
-  dlock::describe_holder(client, o.name, me, info_ttl, ec);  // best effort: only for `status`
+// The one line on stderr saying why the command is being stopped.
+void say_why_stopping(const exec_options& o, const exec_args& a, const kill_schedule& plan,
+                      steady::time_point now) {
+  const auto left = std::max(0ms, std::chrono::floor<milliseconds>(plan.deadline() - now));
+  std::string why =
+      "lease lost while the command ran (the lock was taken away or could not be "
+      "renewed in time)";
+  if (plan.why() == kill_schedule::reason::expiring && a.lease_time) {
+    why = "the --lease of " + ms_text(a.lease) + " (a limit on the run time) ends in " +
+          ms_text(left);
+  } else if (plan.why() == kill_schedule::reason::expiring) {
+    why =
+        "the lease was not renewed in time (Redis slow or unreachable, or dlock was stopped): "
+        "it ends in " +
+        ms_text(left);
+  }
+  complain("exec: " + o.name, why + "; stopping the command (SIGTERM now, SIGKILL within " +
+                                  ms_text(a.timing.kill_after) + ")");
+}
 
-  const pid_t child = start_command(o, lease.fencing_token());
-  int code = 0;
-  bool lost = false;
-  if (child < 0) {
-    complain("exec: " + o.command.front(), std::strerror(-child));
-    code = -child == ENOENT ? exit_not_found : 126;
-  } else {
-    holder_refresh refresh{client, o.name, me, info_ttl};
-    auto kill_at = steady::time_point::max();  // max: no SIGKILL pending
-    for (;;) {
-      using std::chrono::milliseconds;
-      const auto limit = kill_at == steady::time_point::max()
-                             ? milliseconds{1h}
-                             : std::chrono::ceil<milliseconds>(kill_at - steady::now());
-      const int sig = wait_signal(signals, std::max(0ms, limit));
-      int status = 0;
-      if (sig == SIGCHLD && waitpid(child, &status, WNOHANG) == child) {
-        code = exit_status(status);
-        break;
-      }
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) kill(child, sig);
-      if (sig == SIGUSR1 && !lost) {
-        lost = true;
-        complain("exec: " + o.name,
-                 "lease lost while the command ran (the lock was taken away or could not be "
-                 "renewed in time); stopping the command");
-        kill(child, SIGTERM);
-        kill_at = steady::now() + kill_after;
-      }
-      if (steady::now() >= kill_at) {
-        kill(child, SIGKILL);
-        kill_at = steady::time_point::max();
-      }
+// Runs the command's life: forwards signals, stops along with it on a terminal stop, and stops
+// it as `plan` says. Its exit code.
+int supervise(const exec_options& o, const exec_args& a, const dlock::lease& lease, pid_t child,
+              int tty, kill_schedule& plan, const sigset_t& signals) {
+  bool continued = false;  // dlock stopped with the command: continue it, unless killed
+  for (;;) {
+    const auto now = steady::now();
+    const auto left = lease.time_left();  // before lost(): a loss in between reads as lost
+    const auto step = plan.next(now, now + left, lease.lost().stop_requested());
+    if (step.term) {
+      say_why_stopping(o, a, plan, now);
+      signal_group(child, SIGTERM);
     }
+    if (step.kill) signal_group(child, SIGKILL);
+    if (std::exchange(continued, false) && !plan.killed()) signal_group(child, SIGCONT);
+    bool from_tty = false;
+    const int sig = wait_signal(signals, until(step.wake), &from_tty);
+    if (ends(sig)) forward(child, sig, from_tty);
+    if (sig == SIGTSTP) {  // a stopped dlock cannot renew: nothing may run under the lease
+      stop_with(tty, child);
+      continued = true;
+    }
+    siginfo_t info{};
+    if (sig != SIGCHLD || !changed(child, info)) continue;
+    if (info.si_code == CLD_STOPPED) {
+      if (tty < 0 || !job_stop(info.si_status)) continue;  // SIGSTOP: the lease is kept
+      stop_with(tty, child);
+      continued = true;
+      continue;
+    }
+    // Ended, not reaped: its group id cannot be taken by another yet. Being stopped, what it
+    // left in its group had its SIGTERM, and must not outlive it.
+    if (plan.stopping()) signal_group(child, SIGKILL);
+    hand_over(tty, child, getpgrp());
+    int status = 0;
+    waitpid(child, &status, 0);
+    return exit_status(status);
+  }
+}
+
+// Says that the command is not started, and why; the exit code.
+int not_trusted(const exec_options& o, const exec_args& a) {
+  complain("exec: " + o.name,
+           "not starting the command: the lease was lost or not trusted for "
+           "more than --kill-after (" +
+               ms_text(a.timing.kill_after) + ") plus " + ms_text(a.timing.margin));
+  return exit_software;
+}
+
+// Waits, if need be, for the lease to be trusted long enough to start the command (a renewal
+// may confirm it meanwhile), up to the end of its trust: 0, or the exit code.
+int wait_for_trust(const exec_options& o, const exec_args& a, const dlock::lease& lease,
+                   const sigset_t& signals) {
+  for (;;) {
+    const auto left = lease.time_left();
+    if (may_start(left, lease.lost().stop_requested(), a.timing)) return 0;
+    if (left == 0ms || lease.lost().stop_requested()) break;
+    const int sig = wait_signal(signals, std::min(left, 5ms));  // SIGUSR1: lost
+    if (ends(sig)) return 128 + sig;
+  }
+  return not_trusted(o, a);
+}
+
+// Gives the lock back without keeping the caller waiting on a Redis that may not answer (that
+// is often why the lease is in doubt): cleans up if it does, within a second. The release is
+// owner-checked, so it cannot touch a new holder's lock either way.
+void give_back(dlock::client& client, dlock::lease& lease, const std::string& name,
+               const std::string& owner) {
+  std::vector<std::string> forget{"HDEL", dlock::keys::holder_info(name)};
+  for (auto& f : dlock::holder_fields(owner)) forget.push_back(std::move(f));
+  auto forgotten = client.async_execute(std::move(forget), asio::use_future);
+  auto released = lease.async_unlock(asio::use_future);
+  const auto limit = steady::now() + 1s;
+  forgotten.wait_until(limit);
+  released.wait_until(limit);
+}
+
+// Describes this holder for `dlock status` (best effort: nothing else reads it).
+dlock::holder describe_self(dlock::client& client, const exec_options& o, const exec_args& a,
+                            const dlock::lease& lease) {
+  dlock::holder me{lease.owner(), 1, host_name(), getpid(), join(o.command)};
+  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+  me.acquired_unix_ms = std::chrono::floor<milliseconds>(since_epoch).count();
+  std::error_code ec;
+  dlock::describe_holder(client, o.name, me, a.lease, ec);
+  return me;
+}
+
+// With the lock held: runs the command on it if the lease is trusted long enough, and releases
+// it. The exit code.
+int run_locked(const exec_options& o, const exec_args& a, dlock::client& client,
+               dlock::lease& lease, const sigset_t& signals) {
+  const auto me = describe_self(client, o, a, lease);
+  // The lease must still be trusted, with room for a stop, when the command starts: acquiring
+  // and describing took time, and the lease may have been lost meanwhile.
+  if (const int failed = wait_for_trust(o, a, lease, signals)) {
+    give_back(client, lease, o.name, me.owner);
+    return failed;
+  }
+  milliseconds left{};
+  steady::time_point checked_at;
+  const int tty = open_terminal();  // closed on exec; left to the exit
+  const auto child = start_command(o, lease.fencing_token(), tty, [&] {
+    checked_at = steady::now();
+    left = lease.time_left();
+    return may_start(left, lease.lost().stop_requested(), a.timing);
+  });
+  if (child.refused) {
+    give_back(client, lease, o.name, me.owner);
+    return not_trusted(o, a);
+  }
+  int code = 0;
+  if (child.pid < 0) {
+    complain("exec: " + o.command.front(), std::strerror(child.error));
+    code = child.error == ENOENT ? exit_not_found : 126;
+  } else {
+    kill_schedule plan{a.timing, checked_at + left};
+    holder_refresh refresh{client, o.name, me, a.lease};
+    code = supervise(o, a, lease, child.pid, tty, plan, signals);
     refresh.stop();
+    if (plan.stopping()) {
+      give_back(client, lease, o.name, me.owner);
+      return exit_software;
+    }
   }
-  if (lost) {
-    // The command is stopped; do not keep the caller waiting on a Redis that may not answer
-    // (that is often why the lease was lost). Clean up if it does, within a second; the
-    // release is owner-checked, so it cannot touch a new holder's lock either way.
-    std::vector<std::string> forget{"HDEL", dlock::keys::holder_info(o.name)};
-    for (auto& f : dlock::holder_fields(me.owner)) forget.push_back(std::move(f));
-    auto forgotten = client.async_execute(std::move(forget), asio::use_future);
-    auto released = lease.async_unlock(asio::use_future);
-    const auto limit = steady::now() + 1s;
-    forgotten.wait_until(limit);
-    released.wait_until(limit);
-    return exit_software;
-  }
+  std::error_code ec;
   dlock::forget_holder(client, o.name, me.owner, ec);
   lease.unlock(ec);
   if (ec == dlock::errc::lease_lost) {
@@ -312,6 +317,24 @@ int run_exec(const global_options& g, const exec_options& o) {
   }
   if (ec) complain("exec: unlock " + o.name, ec);  // the lock expires with its lease
   return code;
+}
+
+}  // namespace
+
+int run_exec(const global_options& g, const exec_options& o) {
+  const dlock::config cfg = make_config(g);
+  exec_args a;
+  if (!check_exec_args(o, cfg, a)) return exit_usage;
+  const sigset_t signals = handled_signals();
+  sigprocmask(SIG_BLOCK, &signals, nullptr);  // before the client's threads exist: they inherit it
+
+  dlock::client client{cfg};
+  dlock::mutex m{client, o.name};
+  auto got = acquire(g, o, a, client, m, signals);
+  if (auto* code = std::get_if<int>(&got)) return *code;
+  dlock::lease lease = std::move(std::get<dlock::lease>(got));
+  lease.on_lost([self = getpid()] { kill(self, SIGUSR1); });
+  return run_locked(o, a, client, lease, signals);
 }
 
 }  // namespace dlock_cli

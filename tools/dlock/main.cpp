@@ -17,7 +17,8 @@ Examples:
   DLOCK_URL=rediss://redis.internal:6380 dlock --ca /etc/ssl/ca.pem ping
 
 Exit codes: exec: the command's (128+N if killed by signal N); 75 not acquired within --wait;
-70 the lease was lost while the command ran; 69 Redis unreachable, auth or TLS failure;
+70 the lease was lost or about to end while the command ran (it was stopped), or had too little
+time left to start it; 69 Redis unreachable, auth or TLS failure;
 64 bad usage or input; 127 command not found. status and unlock --force: 0 held, 1 free.
 )";
 
@@ -43,9 +44,12 @@ int main(int argc, char** argv) {
   exec_options eo;
   auto* exec = app.add_subcommand("exec", "run a command while holding a lock");
   exec->add_option("--wait", eo.wait, "give up after waiting this long (0: one try; default: forever)");
-  exec->add_option("--lease", eo.lease, "fixed lease instead of the renewed watchdog lease");
+  exec->add_option("--lease", eo.lease,
+                   "fixed lease instead of the renewed watchdog lease; also a limit on the run "
+                   "time (SIGTERM, then SIGKILL before it ends)");
   exec->add_option("--kill-after", eo.kill_after,
-                   "after a lost lease: SIGKILL this long after SIGTERM (default 10s)");
+                   "when the lease is lost or about to end: SIGKILL this long after SIGTERM "
+                   "(at most a third of the lease; default: a third, at most 10s)");
   exec->add_option("name", eo.name, "lock name")->required();
   exec->add_option("command", eo.command, "command and its arguments (after --)")->required();
 

@@ -56,10 +56,10 @@ void print_json(const std::string& name, const dlock::lock_status& s) {
     std::printf("}");
   }
   std::printf("]");
-  if (!s.handoff_ticket.empty()) std::printf(", \"handoff_ticket\": %s", json_string(s.handoff_ticket).c_str());
-  std::printf(", \"remaining_lease_ms\": %lld, \"fencing_counter\": %llu, \"subscribers\": %lld}\n",
+  std::printf(", \"remaining_lease_ms\": %lld, \"fencing_counter\": %llu, \"queued\": %lld, "
+              "\"subscribers\": %lld}\n",
               static_cast<long long>(s.held ? s.remaining_lease.count() : 0),
-              static_cast<unsigned long long>(s.fencing_counter),
+              static_cast<unsigned long long>(s.fencing_counter), static_cast<long long>(s.queued),
               static_cast<long long>(s.subscribers));
 }
 
@@ -73,10 +73,7 @@ void print_text(const std::string& name, const dlock::lock_status& s) {
                   h.command.c_str());
     }
   }
-  if (!s.handoff_ticket.empty()) {
-    std::printf("  being handed off to waiter %s (no other acquire may take it meanwhile)\n",
-                s.handoff_ticket.c_str());
-  }
+  if (s.queued > 0) std::printf("  dlock waiters queued: %lld\n", static_cast<long long>(s.queued));
   if (s.held) std::printf("  remaining lease: %lld ms\n", static_cast<long long>(s.remaining_lease.count()));
   std::printf("  fencing counter: %llu\n  waiting subscribers: %lld\n",
               static_cast<unsigned long long>(s.fencing_counter), static_cast<long long>(s.subscribers));
