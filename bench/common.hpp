@@ -223,10 +223,11 @@ inline void write_samples(const std::string& path, const std::vector<double>& us
 // returned] (the shared clock, ns), printed as bench/run.py reads it.
 class w3_events {
  public:
-  void add(std::int64_t call, std::int64_t acquired, std::int64_t unlock_call, std::int64_t unlocked) {
+  void add(std::int64_t call, std::int64_t acquired, std::int64_t unlock_call,
+           std::int64_t unlocked) {
     if (events_.size() > 1) events_ += ',';
-    events_ += "[" + std::to_string(call) + "," + std::to_string(acquired) + "," + std::to_string(unlock_call) +
-               "," + std::to_string(unlocked) + "]";
+    events_ += "[" + std::to_string(call) + "," + std::to_string(acquired) + "," +
+               std::to_string(unlock_call) + "," + std::to_string(unlocked) + "]";
   }
   void emit(const std::string& out, const std::string& system, std::int64_t id, std::int64_t start,
             std::int64_t deadline, std::int64_t errors) const {

@@ -1,5 +1,5 @@
-// What the floor programs (floor_pair.cpp, floor_w3.cpp) share: a plain hiredis connection with
-// the synchronous API, and loading dlock's scripts on it. No dlock runtime.
+// What the floor programs (floor_pair.cpp, floor_ping.cpp, floor_w3.cpp) share: a plain hiredis
+// connection with the synchronous API, and loading dlock's scripts on it. No dlock runtime.
 #pragma once
 
 #include <hiredis/hiredis.h>
@@ -51,20 +51,42 @@ class conn {
     return r;
   }
 
+  // Sends one command without reading its reply (a SUBSCRIBE, whose confirmations next() reads
+  // as they come); throws on a connection error.
+  void send(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
+        REDIS_OK) {
+      throw std::runtime_error("send: " + std::string{c_->errstr});
+    }
+    for (int done = 0; done == 0;) {
+      if (redisBufferWrite(c_, &done) != REDIS_OK) {
+        throw std::runtime_error("write: " + std::string{c_->errstr});
+      }
+    }
+  }
+
   // The next reply (a pushed message on a subscribed connection) within `timeout_ms`; null when
   // none came by then. The context stays usable after a timeout (hiredis' own socket timeout
   // would leave it in error). Throws on a connection error.
   reply_ptr next(int timeout_ms) {
     for (;;) {
       void* r = nullptr;
-      if (redisReaderGetReply(c_->reader, &r) != REDIS_OK) throw std::runtime_error("protocol error");
+      if (redisReaderGetReply(c_->reader, &r) != REDIS_OK)
+        throw std::runtime_error("protocol error");
       if (r != nullptr) return reply_ptr{static_cast<redisReply*>(r)};
       pollfd p{c_->fd, POLLIN, 0};
       const int n = ::poll(&p, 1, timeout_ms);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw std::runtime_error("poll failed");
       if (n == 0) return nullptr;
-      if (redisBufferRead(c_) != REDIS_OK) throw std::runtime_error("read: " + std::string{c_->errstr});
+      if (redisBufferRead(c_) != REDIS_OK)
+        throw std::runtime_error("read: " + std::string{c_->errstr});
     }
   }
 

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "common.hpp"
+#include "dlock/config.hpp"
 #include "dlock/keys.hpp"
 #include "floor.hpp"
+#include "runtime/waiters.hpp"
 #include "scripts/script.hpp"
 
 using bench::plain::conn;
@@ -28,31 +30,41 @@ int main(int argc, char** argv) {
     const auto iterations = opt.integer("iterations", 20000);
     const auto warmup = opt.integer("warmup", 500);
     const std::string name = opt.str("name", "bench:floor:pair");
-    // As lock() sends them: the shared counter, and the lock's own, read too (KEYS[5]).
-    const std::string token_key{dlock::keys::shared_fencing_counter};
-    const std::string own_token_key = dlock::keys::fencing_counter(name);
-    const std::string channel = dlock::keys::lock_channel(name);
-    const std::string queue = dlock::keys::waiter_queue(name), expiry = dlock::keys::waiter_expiry(name);
-    // The arguments dlock's lock() sends: a waiter ticket, its queue entry's validity and the
-    // client id (the waiter's channel).
-    const std::string ticket = "8589934593", valid_ms = "4000";
+    // The keys lock() and unlock() send with the default config (fencing on): the lock, its
+    // waiter queue and records, its yield marker, the counter of its slot and RFencedLock's
+    // counter of the name (read too).
+    const std::vector<std::string> keys{name,
+                                        dlock::keys::waiter_queue(name),
+                                        dlock::keys::waiter_records(name),
+                                        dlock::keys::yield_marker(name),
+                                        dlock::keys::slot_fencing_counter_of(name),
+                                        dlock::keys::fencing_counter(name)};
+    // The arguments dlock's lock() sends with the default config: the watchdog lease, a waiter
+    // ticket (lock() may wait, so its attempt carries one; a ticket's usual length: a random
+    // 31-bit tag over a counter), the queue record's validity (the re-check interval plus a
+    // second), the client id, and '0' (not woken by a Redisson unlock).
+    const dlock::config defaults;
+    const std::string lease = std::to_string(defaults.watchdog_lease.count());
+    const std::string valid = std::to_string(defaults.wait_recheck.count() + 1000);
+    const std::string ticket = "5302428712241725441";
     const std::string client_id = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c";
     // An owner field of the length dlock writes: <client uuid>:<thread number>.
     const std::string owner = client_id + ":1";
-    const std::string lease = "30000";
+    // unlock(): the channels, the count held (1), the lease, no ticket, the yield window.
+    const std::string window = std::to_string(dlock::detail::waiter_registry::yield_window.count());
     load(c, dlock::scripts::mutex_acquire);
     load(c, dlock::scripts::mutex_release);
 
-    const std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
-                                           "5", name, token_key, queue, expiry, own_token_key, lease, owner, "0",
-                                           // "3": a waiter's first attempt, as lock() sends it
-                                           ticket, valid_ms, "1", "3", client_id,
-                                           // takes grants ("s": fenced by the shared counter),
-                                           // sent at (a steady-clock reading's length)
-                                           "s", "1234567890123456"};
-    const std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
-                                           "6", name, channel, queue, expiry, token_key, own_token_key,
-                                           "0", lease, owner, "1", "100", "", "s"};
+    std::vector<std::string> acquire{"EVALSHA", std::string{dlock::scripts::mutex_acquire.sha1},
+                                     std::to_string(keys.size())};
+    acquire.insert(acquire.end(), keys.begin(), keys.end());
+    acquire.insert(acquire.end(), {lease, owner, "0", ticket, valid, client_id, "0"});
+    std::vector<std::string> release{"EVALSHA", std::string{dlock::scripts::mutex_release.sha1},
+                                     std::to_string(keys.size())};
+    release.insert(release.end(), keys.begin(), keys.end());
+    release.insert(release.end(),
+                   {dlock::keys::lock_channel(name), dlock::keys::dlock_channel(name), owner, "1",
+                    lease, "", window});
     std::vector<double> us;
     us.reserve(static_cast<std::size_t>(iterations));
     for (std::int64_t i = 0; i < warmup + iterations; ++i) {

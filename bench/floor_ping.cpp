@@ -59,14 +59,15 @@ int main(int argc, char** argv) {
       after_hold.push_back(cold);
       back_to_back.push_back(warm);
     }
-    bench::emit(opt.str("out"), bench::json{}
-                                    .field("system", "floor-ping")
-                                    .field("n", static_cast<std::int64_t>(after_hold.size()))
-                                    .field("hold_us", hold_us)
-                                    .field("after_hold_p50_us", bench::percentile(after_hold, 0.50))
-                                    .field("after_hold_p99_us", bench::percentile(after_hold, 0.99))
-                                    .field("back_to_back_p50_us", bench::percentile(back_to_back, 0.50))
-                                    .str());
+    bench::emit(opt.str("out"),
+                bench::json{}
+                    .field("system", "floor-ping")
+                    .field("n", static_cast<std::int64_t>(after_hold.size()))
+                    .field("hold_us", hold_us)
+                    .field("after_hold_p50_us", bench::percentile(after_hold, 0.50))
+                    .field("after_hold_p99_us", bench::percentile(after_hold, 0.99))
+                    .field("back_to_back_p50_us", bench::percentile(back_to_back, 0.50))
+                    .str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_floor_ping: %s\n", e.what());

@@ -44,6 +44,7 @@
 
 #include "common.hpp"
 #include "dlock/dlock.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 
 namespace {
@@ -111,7 +112,8 @@ int w2(const bench::options& opt) {
     std::vector<std::unique_ptr<async_locker>> ls;
     std::vector<std::future<void>> done;
     for (std::int64_t i = 0; i < lockers; ++i) {
-      ls.push_back(std::make_unique<async_locker>(client, prefix + ":" + std::to_string(i), deadline));
+      ls.push_back(
+          std::make_unique<async_locker>(client, prefix + ":" + std::to_string(i), deadline));
       done.push_back(ls.back()->finished());
     }
     // Start them from the I/O thread, as an asynchronous program would.
@@ -200,7 +202,8 @@ int w3(const bench::options& opt) {
 
 std::uint64_t refused_subscriptions(dlock::client& c) {
   std::promise<std::uint64_t> p;
-  asio::post(c.impl().strand(), [&] { p.set_value(c.impl().waiters().refused()); });
+  auto& impl = dlock::detail::client_access::impl(c);
+  asio::post(impl.strand(), [&] { p.set_value(impl.waiters().refused()); });
   return p.get_future().get();
 }
 
@@ -241,16 +244,17 @@ int w4(const bench::options& opt) {
     });
   }
   for (auto& t : threads) t.join();
-  bench::emit(opt.str("out"), bench::json{}
-                                  .field("system", "dlock")
-                                  .field("acquisitions", acquisitions.load())
-                                  .field("window_acquisitions", in_window.load())
-                                  .field("timeouts", timeouts.load())
-                                  .field("errors", errors.load())
-                                  .field("refused_subscriptions",
-                                         static_cast<std::int64_t>(refused_subscriptions(client)))
-                                  .field("seconds", static_cast<double>(bench::mono_ns() - t0) / 1e9)
-                                  .str());
+  bench::emit(
+      opt.str("out"),
+      bench::json{}
+          .field("system", "dlock")
+          .field("acquisitions", acquisitions.load())
+          .field("window_acquisitions", in_window.load())
+          .field("timeouts", timeouts.load())
+          .field("errors", errors.load())
+          .field("refused_subscriptions", static_cast<std::int64_t>(refused_subscriptions(client)))
+          .field("seconds", static_cast<double>(bench::mono_ns() - t0) / 1e9)
+          .str());
   return 0;
 }
 
@@ -347,11 +351,12 @@ int w5(const bench::options& opt) {
   const auto acquire_s = static_cast<double>(bench::mono_ns() - t_acq) / 1e9;
   const long rss1 = bench::rss_bytes();
   const auto before = info(client, "commandstats");
-  const auto renewals0 = client.impl().watchdog().renewals_sent();
+  auto& watchdog = dlock::detail::client_access::impl(client).watchdog();
+  const auto renewals0 = watchdog.renewals_sent();
   const auto t_hold = bench::mono_ns();
   bench::sleep_ns(static_cast<std::int64_t>(periods * static_cast<double>(period_ns)));
   const auto after = info(client, "commandstats");
-  const auto renewals1 = client.impl().watchdog().renewals_sent();
+  const auto renewals1 = watchdog.renewals_sent();
   const auto held_s = static_cast<double>(bench::mono_ns() - t_hold) / 1e9;
   std::int64_t lost = 0;
   for (const auto& l : leases) {
@@ -359,32 +364,36 @@ int w5(const bench::options& opt) {
   }
   const long rss2 = bench::rss_bytes();
   const auto release_failed = release_all(client, leases, 1000);
-  const auto scripts = bench::cmdstat_calls(after, "evalsha") - bench::cmdstat_calls(before, "evalsha");
-  const auto renewed = bench::cmdstat_calls(after, "hexists") - bench::cmdstat_calls(before, "hexists");
+  const auto scripts =
+      bench::cmdstat_calls(after, "evalsha") - bench::cmdstat_calls(before, "evalsha");
+  const auto renewed =
+      bench::cmdstat_calls(after, "hexists") - bench::cmdstat_calls(before, "hexists");
   const double holds_periods = static_cast<double>(n) / 100.0 * periods;
-  bench::emit(opt.str("out"),
-              bench::json{}
-                  .field("system", "dlock")
-                  .field("locks", n)
-                  .field("watchdog_ms", static_cast<std::int64_t>(lease.count()))
-                  .field("periods", periods)
-                  .field("held_s", held_s)
-                  .field("acquire_s", acquire_s)
-                  .field("acquire_failed", failed)
-                  .field("lost", lost)
-                  .field("release_failed", release_failed)
-                  .field("renewal_scripts", scripts)
-                  .field("renewal_scripts_client", static_cast<std::int64_t>(renewals1 - renewals0))
-                  .field("holds_renewed", renewed)
-                  .field("renewals_per_hold", static_cast<double>(renewed) / static_cast<double>(n))
-                  .field("scripts_per_100_holds_per_period", static_cast<double>(scripts) / holds_periods)
-                  .field("scripts_per_100_renewals",
-                         renewed > 0 ? 100.0 * static_cast<double>(scripts) / static_cast<double>(renewed) : 0.0)
-                  .field("rss_before", static_cast<std::int64_t>(rss0))
-                  .field("rss_holding", static_cast<std::int64_t>(std::max(rss1, rss2)))
-                  .field("rss_per_lock",
-                         static_cast<double>(std::max(rss1, rss2) - rss0) / static_cast<double>(n))
-                  .str());
+  bench::emit(
+      opt.str("out"),
+      bench::json{}
+          .field("system", "dlock")
+          .field("locks", n)
+          .field("watchdog_ms", static_cast<std::int64_t>(lease.count()))
+          .field("periods", periods)
+          .field("held_s", held_s)
+          .field("acquire_s", acquire_s)
+          .field("acquire_failed", failed)
+          .field("lost", lost)
+          .field("release_failed", release_failed)
+          .field("renewal_scripts", scripts)
+          .field("renewal_scripts_client", static_cast<std::int64_t>(renewals1 - renewals0))
+          .field("holds_renewed", renewed)
+          .field("renewals_per_hold", static_cast<double>(renewed) / static_cast<double>(n))
+          .field("scripts_per_100_holds_per_period", static_cast<double>(scripts) / holds_periods)
+          .field("scripts_per_100_renewals",
+                 renewed > 0 ? 100.0 * static_cast<double>(scripts) / static_cast<double>(renewed)
+                             : 0.0)
+          .field("rss_before", static_cast<std::int64_t>(rss0))
+          .field("rss_holding", static_cast<std::int64_t>(std::max(rss1, rss2)))
+          .field("rss_per_lock",
+                 static_cast<double>(std::max(rss1, rss2) - rss0) / static_cast<double>(n))
+          .str());
   return 0;
 }
 
@@ -429,22 +438,23 @@ int w6(const bench::options& opt) {
   const auto mem2 = used();
   const auto keys2 = dbsize();
   const auto dn = static_cast<double>(n);
-  bench::emit(opt.str("out"), bench::json{}
-                                  .field("system", "dlock")
-                                  .field("locks", n)
-                                  .field("clients", k)
-                                  .field("acquire_failed", failed)
-                                  .field("release_failed", release_failed)
-                                  .field("acquire_s", acquire_s)
-                                  .field("release_s", release_s)
-                                  .field("used_memory_before", mem0)
-                                  .field("used_memory_holding", mem1)
-                                  .field("used_memory_released", mem2)
-                                  .field("bytes_per_lock", static_cast<double>(mem1 - mem0) / dn)
-                                  .field("bytes_left_per_released_lock", static_cast<double>(mem2 - mem0) / dn)
-                                  .field("keys_per_lock", static_cast<double>(keys1 - keys0) / dn)
-                                  .field("keys_left_per_released_lock", static_cast<double>(keys2 - keys0) / dn)
-                                  .str());
+  bench::emit(opt.str("out"),
+              bench::json{}
+                  .field("system", "dlock")
+                  .field("locks", n)
+                  .field("clients", k)
+                  .field("acquire_failed", failed)
+                  .field("release_failed", release_failed)
+                  .field("acquire_s", acquire_s)
+                  .field("release_s", release_s)
+                  .field("used_memory_before", mem0)
+                  .field("used_memory_holding", mem1)
+                  .field("used_memory_released", mem2)
+                  .field("bytes_per_lock", static_cast<double>(mem1 - mem0) / dn)
+                  .field("bytes_left_per_released_lock", static_cast<double>(mem2 - mem0) / dn)
+                  .field("keys_per_lock", static_cast<double>(keys1 - keys0) / dn)
+                  .field("keys_left_per_released_lock", static_cast<double>(keys2 - keys0) / dn)
+                  .str());
   return 0;
 }
 
@@ -452,7 +462,8 @@ int w6(const bench::options& opt) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs("usage: dlock_load w2|w3|w4|w5|w6 --url URL [options] (see bench/load.cpp)\n", stderr);
+    std::fputs("usage: dlock_load w2|w3|w4|w5|w6 --url URL [options] (see bench/load.cpp)\n",
+               stderr);
     return 64;
   }
   const std::string cmd = argv[1];

@@ -142,13 +142,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dlock_bench_pair: %s\n", e.what());
     return 64;
   }
-  benchmark::RegisterBenchmark("w1/dlock_sync",
-                               [&s](benchmark::State& st) { dlock_sync(st, s); })
+  benchmark::RegisterBenchmark("w1/dlock_sync", [&s](benchmark::State& st) { dlock_sync(st, s); })
       ->Iterations(s.iterations)
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("w1/dlock_async",
-                               [&s](benchmark::State& st) { dlock_async(st, s); })
+  benchmark::RegisterBenchmark("w1/dlock_async", [&s](benchmark::State& st) { dlock_async(st, s); })
       ->Iterations(1)
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond);

@@ -50,18 +50,70 @@ def lua_text(name):
 
 CLIENT_ID = "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c"  # as a dlock client id
 OWNER = CLIENT_ID + ":1"  # as long as a dlock owner field
+TICKET = "5302428712241725441"  # a waiter ticket of the usual length (a 31-bit tag over a counter)
+LEASE_MS = "30000"  # the default watchdog lease (config::watchdog_lease)
+VALID_MS = "4000"  # a queue record's validity: the default re-check (3 s) plus a second
+YIELD_MS = "20"  # waiter_registry::yield_window
+
+
+def crc16(data):
+    """CRC16/XMODEM, as Redis Cluster hashes keys (src/keys.cpp)."""
+    crc = 0
+    for ch in data:
+        crc ^= ch << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    """The cluster slot of a key (its hash tag's, when it has a non-empty one)."""
+    k = key.encode()
+    o = k.find(b"{")
+    if o >= 0:
+        c = k.find(b"}", o + 1)
+        if c > o + 1:
+            k = k[o + 1:c]
+    return crc16(k) % 16384
+
+
+def slot_fencing_counter_of(name):
+    """keys::slot_fencing_counter_of(name): `dlock_fencing:{<tag>}`, the tag the first string over
+    [0-9a-z] (shortest first, then in order) that hashes to the name's slot."""
+    want, alphabet = key_slot(name), "0123456789abcdefghijklmnopqrstuvwxyz"
+    tags = [""]
+    while True:
+        tags = [t + c for t in tags for c in alphabet]
+        for t in tags:
+            if crc16(t.encode()) % 16384 == want:
+                return "dlock_fencing:{%s}" % t
+
+
+def lock_keys(name):
+    """The KEYS of mutex_acquire.lua and mutex_release.lua for lock `name` (fencing on):
+    the lock, its waiter queue and records, its yield marker, the slot's counter and
+    RFencedLock's counter of the name (dlock/keys.hpp, for a name without a hash tag)."""
+    return [name, "dlock_lock_queue:{%s}" % name, "dlock_lock_records:{%s}" % name,
+            "{%s}:dlock_yield" % name, slot_fencing_counter_of(name), "redisson_lock_token:{%s}" % name]
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+# Commands that INFO commandstats counts per subcommand (`cmdstat_pubsub|numsub`).
+CONTAINER_COMMANDS = {"pubsub", "client", "config", "script", "object", "memory", "function",
+                      "cluster", "command", "acl", "xinfo", "latency", "slowlog"}
+
 
 def script_commands():
     """Every command dlock's scripts call (redis.call / redis.pcall with a literal name), read
-    from the scripts themselves so that the list cannot fall behind them. A call whose name is
-    not a single-quoted literal would be missed: the scripts must not have one."""
+    from the scripts themselves so that the list cannot fall behind them, as INFO commandstats
+    names them (`pubsub|numsub` for a subcommand). A call whose name is not a single-quoted
+    literal would be missed: the scripts must not have one."""
     names = set()
     for f in sorted(os.listdir(LUA)) + ["lib/" + f for f in sorted(os.listdir(os.path.join(LUA, "lib")))]:
         if f.endswith(".lua"):
             with open(os.path.join(LUA, f)) as fh:
                 text = fh.read()
-            names.update(re.findall(r"redis\.p?call\(\s*'([a-z|]+)'", text))
+            for cmd, sub in re.findall(r"redis\.p?call\(\s*'([a-z|]+)'(?:\s*,\s*'([a-z]+)')?", text):
+                names.add(cmd + "|" + sub if cmd in CONTAINER_COMMANDS and sub else cmd)
             literal = len(re.findall(r"redis\.p?call\(\s*'[a-z|]+'", text))
             if literal != len(re.findall(r"redis\.p?call\(", text)):
                 raise SystemExit("bench/run.py: %s calls a command whose name is not a literal" % f)
@@ -296,26 +348,28 @@ class Runner:
         self.flush()
         shas = self.load_scripts()
         n_acq, n_rel, preload = self.size["c50_acq_n"], self.size["c50_rel_n"], self.size["c50_preload"]
+        # redis-benchmark draws every __rand_int__ of a request on its own, and cannot name the
+        # counter of each random name's slot: one slot's counter serves them all here.
+        keys = lock_keys("bench:floor:lock:__rand_int__")
+        keys[4] = slot_fencing_counter_of("bench:floor:lock")
         acq = self.redis_benchmark([
             "-c", "50", "-P", "1", "-n", str(n_acq), "-r", "1000000000",
-            "EVALSHA", shas["mutex_acquire"], "5", "bench:floor:lock:__rand_int__",
-            "dlock_fencing_counter", "bench:floor:queue:__rand_int__",
-            "bench:floor:expiry:__rand_int__", "redisson_lock_token:{bench:floor:lock:__rand_int__}",
-            "30000", OWNER, "0",
-            "8589934593", "4000", "1", "3", CLIENT_ID, "s", "1234567890123456"])
+            "EVALSHA", shas["mutex_acquire"], str(len(keys))] + keys +
+            [LEASE_MS, OWNER, "0", TICKET, VALID_MS, CLIENT_ID, "0"])
         acq_rps = list(acq.values())[0]["rps"]
         self.flush()
         self.r.eval("for i = 0, tonumber(ARGV[1]) - 1 do "
                     "redis.call('hset', string.format('bench:floor:held:%012d', i), ARGV[2], '1') end "
                     "return 1", 0, preload, OWNER)
         before = self.commandstats()
+        keys = lock_keys("bench:floor:held:__rand_int__")
+        keys[4] = slot_fencing_counter_of("bench:floor:held")
         rel = self.redis_benchmark([
             "-c", "50", "-P", "1", "-n", str(n_rel), "-r", str(preload),
-            "EVALSHA", shas["mutex_release"], "6", "bench:floor:held:__rand_int__",
-            "bench:floor:channel:__rand_int__", "bench:floor:queue:__rand_int__",
-            "bench:floor:expiry:__rand_int__", "dlock_fencing_counter",
-            "redisson_lock_token:{bench:floor:held:__rand_int__}", "0", "30000", OWNER, "1",
-            "100", "", "s"])
+            "EVALSHA", shas["mutex_release"], str(len(keys))] + keys +
+            ["redisson_lock__channel:{bench:floor:held:__rand_int__}",
+             "dlock_lock__channel:{bench:floor:held:__rand_int__}", OWNER, "1", LEASE_MS, "",
+             YIELD_MS])
         after = self.commandstats()
         rel_rps = list(rel.values())[0]["rps"]
         full = (after.get("del", {}).get("calls", 0) - before.get("del", {}).get("calls", 0)) / n_rel
@@ -571,8 +625,9 @@ class Runner:
         put("script_commands_per_handoff", inside / acquisitions if acquisitions else float("nan"))
         for cmd in ("evalsha", "subscribe", "unsubscribe", "ping"):
             put(cmd + "_per_handoff", delta.get(cmd, 0) / acquisitions if acquisitions else float("nan"))
-        # Steady state: the acquisitions the processes counted within the same window (a grant
-        # runs no acquire script, so the scripts' commands no longer count hand-offs).
+        # Steady state: the acquisitions the processes counted within the same window (the
+        # scripts run per hand-off vary: a release that finds the head of the queue gone tries
+        # the next, a woken waiter may attempt more than once; so hand-offs are counted apart).
         steady_handoffs = sum(o.get("window_acquisitions", 0) for o in outs)
         steady = commands_sent(steady_from, steady_to, "dlock")
         put("steady_handoffs", steady_handoffs)
@@ -596,11 +651,10 @@ class Runner:
             self.res.put("w5", "dlock", k, out[k])
 
     def w6(self, rep):
-        # dlock as configured by default (fencing tokens from the shared counter), then with
-        # Redisson's per-lock counter, then with fencing off.
+        # dlock as configured by default (fencing tokens from the counter of each lock's cluster
+        # slot), then with fencing off.
         sep = "&" if "?" in self.url else "?"
-        for system, url in (("dlock", self.url), ("dlock-perlock", self.url + sep + "fencing=per-lock"),
-                            ("dlock-nofence", self.url + sep + "fencing=off")):
+        for system, url in (("dlock", self.url), ("dlock-nofence", self.url + sep + "fencing=off")):
             self.flush()
             out = json.loads(self.run_json([self.bin("dlock_load"), "w6", "--url", url, "--locks",
                                             str(self.size["w6_locks"]), "--prefix", "bench:w6:r%d" % rep], 300))
@@ -921,12 +975,10 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         ok_le(1.0), digits=3)
     rows.append("| W5 | client memory per held lock (RSS delta ÷ locks) | %s | reported | — |" %
                 cell(res, "w5", "dlock", "rss_per_lock", 0, " B"))
-    row("W6", "Redis memory per held lock (`used_memory` delta ÷ %s locks), default config (fencing on, shared counter)" % fmt(res.med("w6", "dlock", "locks")),
+    row("W6", "Redis memory per held lock (`used_memory` delta ÷ %s locks), default config (fencing on: one counter per cluster slot)" % fmt(res.med("w6", "dlock", "locks")),
         "w6", "dlock", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
     row("W6", "same with `fencing=off` (no fencing counter)",
         "w6", "dlock-nofence", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
-    rows.append("| W6 | same with `fencing=per-lock` (Redisson `RFencedLock`'s counter per name; opt-in) | %s | reported | — |" %
-                cell(res, "w6", "dlock-perlock", "bytes_per_lock", 0, " B"))
     add("## Targets")
     add("")
     add("| | measure | dlock | target | |")
@@ -962,12 +1014,15 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
     add("How the `-c 50 -P 1` floor is measured: the scripts are loaded with `SCRIPT LOAD` (the SHA is "
         "checked against the file's). Acquire: %s requests on `bench:floor:lock:__rand_int__` with `-r 10^9`, "
-        "so practically every request takes a free lock by the full first-acquisition path (EXISTS, "
-        "MGET of the shared fencing counter and of the lock's own, HINCRBY, PEXPIRE, TIME, SET of the counter; "
-        "a waiter's first attempt, so no ZREM of its ticket — the arguments `lock()` sends). Release: %s locks `bench:floor:held:%%012d` are "
+        "so practically every request takes a free lock by the full first-acquisition path (EXISTS of the "
+        "lock and of its yield marker, MGET of the slot's fencing counter and of RFencedLock's counter of the "
+        "name, HSET, PEXPIRE, TIME, SET of the counter, ZREM of its ticket from the absent waiter queue — the "
+        "arguments `lock()` sends; one slot's counter stands for every random name's, which redis-benchmark "
+        "cannot name). Release: %s locks `bench:floor:held:%%012d` are "
         "first created held (count 1, same owner) by one server-side loop, then %s releases run on "
         "`bench:floor:held:__rand_int__` with `-r %s`; a release that finds its lock held takes the full "
-        "path (HGET, DEL, ZPOPMIN of the absent waiter queue, PUBLISH) — %s of them did (measured from `cmdstat_del`), the rest hit a "
+        "path (HGET, DEL, PUBSUB NUMSUB of Redisson's and dlock's channels, TIME, ZRANGE of the absent waiter "
+        "queue, PUBLISH `0`) — %s of them did (measured from `cmdstat_del`), the rest hit a "
         "lock already released (one HGET). redis-benchmark cannot alternate two commands on one "
         "connection, so the pair rate combines the two rates (time per pair = the sum of both). The "
         "database is flushed around each." % (
@@ -1066,10 +1121,14 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "The peers poll: redis-py `acquire(sleep=0.001)`, redlock `retryDelay: 1, retryJitter: 0, "
         "retryCount: -1` (their defaults, 100 ms and 200 ± 100 ms with 10 retries, would be far slower "
         "here); dlock waits on the unlock channel. floor-w3 (`bench/floor_w3.cpp`) is W3's floor: "
-        "dlock's own scripts and waiter protocol (a queued waiter that takes grants, the same arguments) "
-        "over two plain hiredis connections, one thread that sends and then sleeps until its answer comes "
-        "(a blocking read for a script's reply, `poll()` for a message) and parses it itself — no I/O "
-        "thread, no watchdog, no timers: what a "
+        "dlock's own scripts and waiter protocol with the same keys and arguments (an attempt with a ticket "
+        "queues the waiter; it subscribes its waiter channel, dlock's and Redisson's channels of the name in "
+        "one SUBSCRIBE and checks again once that is confirmed; an unlock hands the lock to the queue's "
+        "oldest waiter and names its ticket on its waiter channel, and the woken waiter's next attempt takes "
+        "the hold — a hand-off costs the release plus the grantee's attempt; it unsubscribes once it holds "
+        "the lock) over two plain hiredis connections, one thread that sends and then sleeps until its "
+        "answer comes (a blocking read for a script's reply, `poll()` for a message) and parses it itself — "
+        "no I/O thread, no watchdog, no timers: what a "
         "hand-off costs the server and the wake-ups between processes, which no client of this protocol "
         "goes below.")
     add("")
@@ -1126,14 +1185,13 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
     add("## W6 — Redis memory per held lock (%s locks)" % fmt(res.med("w6", "dlock", "locks")))
     add("")
-    add("| measure | dlock (fencing on, the default: one shared counter) | dlock `fencing=per-lock` | dlock `fencing=off` |")
-    add("|---|---|---|---|")
+    add("| measure | dlock (fencing on, the default: one counter per cluster slot) | dlock `fencing=off` |")
+    add("|---|---|---|")
     for k, label, d in (("bytes_per_lock", "`used_memory` delta per held lock, bytes (target ≤ 200)", 0),
                         ("keys_per_lock", "keys per held lock", 2),
                         ("bytes_left_per_released_lock", "bytes left per lock after all were released", 0),
                         ("keys_left_per_released_lock", "keys left per released lock", 2)):
-        add("| %s | %s | %s | %s |" % (label, cell(res, "w6", "dlock", k, d), cell(res, "w6", "dlock-perlock", k, d),
-                                      cell(res, "w6", "dlock-nofence", k, d)))
+        add("| %s | %s | %s |" % (label, cell(res, "w6", "dlock", k, d), cell(res, "w6", "dlock-nofence", k, d)))
     add("")
     add("Names are `bench:w6:rN:%%08d` (18 bytes), owners dlock's `<uuid>:<n>` (38–39 bytes), leases 10 min; "
         "the database is flushed before and after. The locks are spread over %s clients of one process "
@@ -1348,7 +1406,7 @@ def check(runner):
     want += [("w4", "dlock", m) for m in ("commands_per_handoff", "steady_commands_per_handoff",
                                           "subscribe_errors", "handoffs")]
     want += [("w5", "dlock", m) for m in ("lost", "scripts_per_100_holds_per_period", "rss_per_lock")]
-    want += [("w6", s, m) for s in ("dlock", "dlock-perlock", "dlock-nofence") for m in ("bytes_per_lock",)]
+    want += [("w6", s, m) for s in ("dlock", "dlock-nofence") for m in ("bytes_per_lock",)]
     positive = {"rtt_us", "after_hold_p50_us", "back_to_back_p50_us", "acq_vs_ideal_rtt_after_hold",
                 "pairs_per_s", "p50_us", "p99_us", "1x50_pairs_per_s", "4x50_pairs_per_s",
                 "acq_per_s", "wait_p50_us", "wait_p99_us", "jain", "handoffs", "commands_per_handoff",

@@ -1,8 +1,6 @@
 // A lease-owned lock in a coroutine: wait up to 5 s, stop the job if the lease is lost, unlock.
 //
 //   DLOCK_URL=redis://127.0.0.1:6379 ./async_lease
-#include <dlock/dlock.hpp>
-
 #include <asio/co_spawn.hpp>
 #include <asio/experimental/as_tuple.hpp>
 #include <asio/steady_timer.hpp>
@@ -11,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <dlock/dlock.hpp>
 
 using namespace std::chrono_literals;
 using asio::experimental::as_tuple;

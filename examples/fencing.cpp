@@ -4,10 +4,9 @@
 // the largest it has seen (a compare in one Lua script, like a database's conditional update).
 //
 //   DLOCK_URL=redis://127.0.0.1:6379 ./fencing
-#include <dlock/dlock.hpp>
-
 #include <cstdio>
 #include <cstdlib>
+#include <dlock/dlock.hpp>
 #include <mutex>
 #include <string>
 

@@ -1,10 +1,9 @@
 // One process at a time in a critical section, with std::lock_guard over a dlock::mutex.
 //
 //   DLOCK_URL=redis://127.0.0.1:6379 ./lock_guard
-#include <dlock/dlock.hpp>
-
 #include <cstdio>
 #include <cstdlib>
+#include <dlock/dlock.hpp>
 #include <mutex>
 
 int main() {

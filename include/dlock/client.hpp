@@ -79,8 +79,6 @@ class client {
   std::chrono::microseconds ping();
   std::chrono::microseconds ping(std::error_code& ec);
 
-  detail::client_impl& impl() noexcept { return *impl_; }  // TEMPORARY: tests move to client_access
-
  private:
   friend struct detail::client_access;
 

@@ -75,6 +75,14 @@ void waiter_registry::remove(const std::string& name, waiter* w) {
   --name_count_;
 }
 
+void waiter_registry::pass_on(const std::string& name) {
+  auto* e = find(name);
+  if (e == nullptr || e->waiters.empty()) return;
+  auto* w = e->waiters.front();
+  e->waiters.splice(e->waiters.end(), e->waiters, e->waiters.begin());
+  w->wake(true);
+}
+
 std::size_t waiter_registry::waiters(const std::string& name) const {
   auto it = names_.find(name);
   return it == names_.end() ? 0 : it->second.waiters.size();
@@ -134,9 +142,7 @@ void waiter_registry::on_redisson(const std::string& name, const transport::pubs
   if (std::exchange(e->skip_zero, false) || e->waiters.empty()) return;
   // In turn: the woken waiter goes to the back, so a waiter whose attempt keeps losing (to a
   // Redisson process) does not take every wake-up of this process.
-  auto* w = e->waiters.front();
-  e->waiters.splice(e->waiters.end(), e->waiters, e->waiters.begin());
-  w->wake(true);
+  pass_on(name);
 }
 
 }  // namespace dlock::detail

@@ -66,6 +66,9 @@ class waiter_registry {
   // (the caller then wakes it).
   bool add(const std::string& name, waiter* w);
   void remove(const std::string& name, waiter* w);
+  // A waiter that a `0` woke ends without the lock: the wake-up goes to the next waiter of the
+  // name in this process, as the `0` would have (the lock may be free).
+  void pass_on(const std::string& name);
 
   // A pub/sub event on one of the name's channels (the listeners call these).
   void on_handoff(const std::string& name, const transport::pubsub_event& ev);

@@ -87,6 +87,7 @@ acquire_machine::actions acquire_machine::on_reply(std::error_code ec, const rep
   if (ec) return on_error(ec, sent, now);
   resends_ = 0;
   transient_since_.reset();
+  transient_.clear();
   const auto& e = r.elements();
   if (!r.is_array() || e.size() != 2 || !e[0].is_integer() || !e[1].is_integer()) {
     may_hold_ = true;  // nothing certain about what the script did
@@ -114,6 +115,7 @@ acquire_machine::actions acquire_machine::on_error(std::error_code ec, clock::ti
   // deadline, then reported. Anything else is reported at once.
   if (!transient_since_) transient_since_ = now;
   if (is_transient(ec) && time_left(now) && now - *transient_since_ < p_.command_timeout) {
+    transient_ = ec;
     return sleep(now + retry_pause, now);
   }
   return finish(ec, now);
@@ -186,7 +188,7 @@ acquire_machine::actions acquire_machine::on_wake(bool foreign, clock::time_poin
     if (phase_ != phase::sleeping || *after >= wake_at_) return {};
     return sleep(*after, now);
   }
-  if (!time_left(now) && phase_ == phase::sleeping) return finish(errc::timeout, now);
+  if (!time_left(now) && phase_ == phase::sleeping) return finish(timed_out(), now);
   foreign_ = foreign_ || foreign;
   if (phase_ == phase::sleeping) return attempt(now);
   if (phase_ == phase::attempting) wake_pending_ = true;
@@ -197,12 +199,18 @@ acquire_machine::actions acquire_machine::on_timer(clock::time_point now) {
   if (phase_ == phase::done || phase_ == phase::idle) return {};
   const bool over =
       phase_ == phase::attempting ? p_.deadline && now >= *p_.deadline + grace : !time_left(now);
-  if (over && (waits_ || phase_ != phase::attempting)) return finish(errc::timeout, now);
+  if (over && (waits_ || phase_ != phase::attempting)) return finish(timed_out(), now);
   if (phase_ == phase::sleeping) {
     if (now >= wake_at_) return attempt(now);
     return sleep(wake_at_, now);
   }
   return {};
+}
+
+// The deadline passed while a transient error (BUSY, LOADING...) was being waited out: that
+// error is the answer, not a bare timeout.
+std::error_code acquire_machine::timed_out() const {
+  return transient_ ? transient_ : make_error_code(errc::timeout);
 }
 
 acquire_machine::actions acquire_machine::on_cancel(std::error_code ec, clock::time_point now) {

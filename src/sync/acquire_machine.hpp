@@ -89,6 +89,7 @@ class acquire_machine {
   actions attempt(clock::time_point now);
   actions sleep(clock::time_point until, clock::time_point now);
   actions finish(std::error_code ec, clock::time_point now);
+  std::error_code timed_out() const;
   actions on_error(std::error_code ec, clock::time_point sent, clock::time_point now);
   actions acquired(std::uint64_t token, clock::time_point sent, clock::time_point now);
   actions held(std::int64_t pttl, clock::time_point now);
@@ -105,6 +106,7 @@ class acquire_machine {
   bool may_hold_ = false;  // an attempt may have acquired or queued (give back on failure)
   int resends_ = 0;
   std::optional<clock::time_point> transient_since_;
+  std::error_code transient_;  // the transient error being waited out (reported at the deadline)
   std::optional<clock::time_point> ambiguous_since_;      // first send whose reply was lost
   clock::time_point wake_at_ = clock::time_point::max();  // sleeping: next attempt
   std::uint64_t token_ = 0;

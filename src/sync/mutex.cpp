@@ -43,7 +43,8 @@ std::string mutex::own_field() const {
   return detail::owner_field(client_->id(), detail::this_thread_number());
 }
 
-mutex::mutex(client& c, std::string name) : client_{detail::client_access::shared(c)}, name_{std::move(name)} {}
+mutex::mutex(client& c, std::string name)
+    : client_{detail::client_access::shared(c)}, name_{std::move(name)} {}
 
 bool mutex::try_acquire(std::optional<milliseconds> wait, std::optional<milliseconds> lease_time,
                         std::error_code& ec, std::stop_token stop) {

@@ -19,8 +19,12 @@ return 0
 )";
 }  // namespace
 
-broken_lock::broken_lock(dlock::client& c, std::string name, flaw f, std::chrono::milliseconds lease)
-    : client_{c}, name_{std::move(name)}, flaw_{f}, lease_{lease},
+broken_lock::broken_lock(dlock::client& c, std::string name, flaw f,
+                         std::chrono::milliseconds lease)
+    : client_{c},
+      name_{std::move(name)},
+      flaw_{f},
+      lease_{lease},
       owner_{c.id() + ":" + std::to_string(::getpid())} {}
 
 std::error_code broken_lock::acquire(std::chrono::milliseconds wait, std::uint64_t& token) {
@@ -28,8 +32,8 @@ std::error_code broken_lock::acquire(std::chrono::milliseconds wait, std::uint64
   for (;;) {
     std::error_code ec;
     const auto sent = clock::now();
-    auto r = client_.execute(
-        {"SET", name_, owner_, "NX", "PX", std::to_string(lease_.count())}, ec);
+    auto r =
+        client_.execute({"SET", name_, owner_, "NX", "PX", std::to_string(lease_.count())}, ec);
     if (ec) return ec;
     if (!r.is_nil()) {
       deadline_ = sent + lease_;

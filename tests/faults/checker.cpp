@@ -19,8 +19,8 @@ std::string ms(std::int64_t ns, std::int64_t origin) {
 
 // Where a process stands while its events are read in time order.
 struct proc_state {
-  std::optional<std::size_t> open;       // index of its open section
-  bool last_section_lost = false;        // its last closed section ended with `lost`
+  std::optional<std::size_t> open;  // index of its open section
+  bool last_section_lost = false;   // its last closed section ended with `lost`
 };
 
 class checker {
@@ -203,9 +203,12 @@ class checker {
 
 const char* ending_name(section::ending how) {
   switch (how) {
-    case section::ending::exit: return "exit";
-    case section::ending::lost: return "lost";
-    case section::ending::cut: return "cut";
+    case section::ending::exit:
+      return "exit";
+    case section::ending::lost:
+      return "lost";
+    case section::ending::cut:
+      return "cut";
   }
   return "?";
 }
@@ -234,8 +237,8 @@ std::string to_json(const report& r) {
     quote(o, r.sections[ov.first].proc);
     o << ",\"first_token\":" << r.sections[ov.first].token << ",\"second\":";
     quote(o, r.sections[ov.second].proc);
-    o << ",\"second_token\":" << r.sections[ov.second].token << ",\"from_ms\":" << ms(ov.from, origin)
-      << ",\"to_ms\":" << ms(ov.to, origin) << "}";
+    o << ",\"second_token\":" << r.sections[ov.second].token
+      << ",\"from_ms\":" << ms(ov.from, origin) << ",\"to_ms\":" << ms(ov.to, origin) << "}";
   }
   o << "],\"token_regressions\":" << r.token_regressions
     << ",\"fenced_lost_updates\":" << r.fenced_lost_updates

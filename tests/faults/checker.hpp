@@ -54,15 +54,15 @@ struct report {
   std::size_t accesses_after_lost = 0;    // accesses after the holder's own `lost`
   std::size_t accesses_outside = 0;       // accesses with no section open
   std::size_t fenced_writes_accepted = 0;
-  std::size_t fenced_rejections = 0;      // fenced reads and writes refused by the fence
+  std::size_t fenced_rejections = 0;  // fenced reads and writes refused by the fence
   std::size_t unfenced_writes = 0;
   std::optional<std::int64_t> final_fenced, final_unfenced;  // from a `final` event
   std::size_t lost_events = 0;
-  std::size_t timeouts = 0;               // acquisitions that gave up after their wait
-  std::size_t errors = 0;                 // user-visible errors
-  std::int64_t max_handoff_gap_ns = 0;    // longest time from the end of the sections so far
-                                          // to the next enter (liveness)
-  std::vector<std::string> notes;         // one line per violation (the first 50)
+  std::size_t timeouts = 0;             // acquisitions that gave up after their wait
+  std::size_t errors = 0;               // user-visible errors
+  std::int64_t max_handoff_gap_ns = 0;  // longest time from the end of the sections so far
+                                        // to the next enter (liveness)
+  std::vector<std::string> notes;       // one line per violation (the first 50)
 
   // The fenced counter's end value against its accepted increments, when a final is known.
   bool final_fenced_consistent() const {

@@ -1,13 +1,14 @@
 // The checker on hand-written histories: a clean run, and one history per violation it must
 // report (overlap, token regression, fenced and unfenced lost updates, stale access, access
 // after `lost`), plus the JSON-lines round trip. No network.
+#include "checker.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "checker.hpp"
 #include "history.hpp"
 
 namespace {
@@ -28,17 +29,29 @@ struct history {
   // A fenced read of `value` and an unfenced read of `u`.
   history& reads(std::int64_t t_ms, const std::string& p, std::uint64_t token, std::int64_t value,
                  std::int64_t u, bool ok = true) {
-    events.push_back({.t = t_ms * ms, .proc = p, .kind = "read", .token = token, .ok = ok, .value = value});
+    events.push_back(
+        {.t = t_ms * ms, .proc = p, .kind = "read", .token = token, .ok = ok, .value = value});
     events.push_back({.t = t_ms * ms + 1, .proc = p, .kind = "uread", .token = token, .value = u});
     return *this;
   }
   // A fenced write after reading `read` (replacing `prev`), then the unfenced one likewise.
   history& writes(std::int64_t t_ms, const std::string& p, std::uint64_t token, std::int64_t read,
                   std::int64_t prev, std::int64_t uread, std::int64_t uprev, bool ok = true) {
-    events.push_back({.t = t_ms * ms, .proc = p, .kind = "write", .token = token, .ok = ok,
-                      .value = read + 1, .read = read, .prev = prev});
-    events.push_back({.t = t_ms * ms + 1, .proc = p, .kind = "uwrite", .token = token,
-                      .value = uread + 1, .read = uread, .prev = uprev});
+    events.push_back({.t = t_ms * ms,
+                      .proc = p,
+                      .kind = "write",
+                      .token = token,
+                      .ok = ok,
+                      .value = read + 1,
+                      .read = read,
+                      .prev = prev});
+    events.push_back({.t = t_ms * ms + 1,
+                      .proc = p,
+                      .kind = "uwrite",
+                      .token = token,
+                      .value = uread + 1,
+                      .read = uread,
+                      .prev = uprev});
     return *this;
   }
   // One whole clean section.
@@ -106,7 +119,10 @@ TEST(checker, reports_tokens_that_do_not_increase) {
 TEST(checker, reports_a_fenced_lost_update) {
   // b's accepted write replaced 7 although b read 6: someone's increment between is lost.
   history h;
-  h.add(0, "b", "enter", 2).reads(1, "b", 2, 6, 6).writes(5, "b", 2, 6, 7, 6, 6).add(6, "b", "exit", 2);
+  h.add(0, "b", "enter", 2)
+      .reads(1, "b", 2, 6, 6)
+      .writes(5, "b", 2, 6, 7, 6, 6)
+      .add(6, "b", "exit", 2);
   h.events.push_back({.t = 10 * ms, .proc = "test", .kind = "final", .value = 7, .prev = 7});
   const auto r = run(h);
   EXPECT_EQ(r.fenced_lost_updates, 1u) << to_json(r);
@@ -167,8 +183,16 @@ TEST(checker, counts_errors_and_timeouts_without_calling_them_unsafe) {
 }
 
 TEST(history, json_lines_round_trip) {
-  const event e{.t = 123456789012, .proc = "w\"1", .kind = "write", .token = 42, .ok = false,
-                .value = -3, .read = 7, .prev = 9, .left_ms = 0, .detail = "a\\b\n\x01"};
+  const event e{.t = 123456789012,
+                .proc = "w\"1",
+                .kind = "write",
+                .token = 42,
+                .ok = false,
+                .value = -3,
+                .read = 7,
+                .prev = 9,
+                .left_ms = 0,
+                .detail = "a\\b\n\x01"};
   const auto line = dlock::faults::to_json(e);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   event back;

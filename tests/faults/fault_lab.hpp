@@ -58,9 +58,18 @@ class fault_lab : public ::testing::Test {
   }
 
   // Starts a worker `id` on lock URL `url` with `args` (--count, --hold, ...).
-  child_process& spawn(const std::string& id, const std::string& url, std::vector<std::string> args) {
-    std::vector<std::string> argv{DLOCK_FAULT_WORKER, "--lock-url", url, "--resource-url",
-                                  resource_srv_.url(), "--name", name_, "--id", id, "--history",
+  child_process& spawn(const std::string& id, const std::string& url,
+                       std::vector<std::string> args) {
+    std::vector<std::string> argv{DLOCK_FAULT_WORKER,
+                                  "--lock-url",
+                                  url,
+                                  "--resource-url",
+                                  resource_srv_.url(),
+                                  "--name",
+                                  name_,
+                                  "--id",
+                                  id,
+                                  "--history",
                                   dir_.path() + "/" + id + ".jsonl"};
     argv.insert(argv.end(), args.begin(), args.end());
     workers_.push_back(std::make_unique<child_process>(std::move(argv)));
@@ -72,7 +81,8 @@ class fault_lab : public ::testing::Test {
                                               milliseconds limit) {
     const auto until = std::chrono::steady_clock::now() + limit;
     for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now());
       if (left <= 0ms) return std::nullopt;
       const auto line = p.read_line(left);
       if (!line) return std::nullopt;
@@ -83,7 +93,8 @@ class fault_lab : public ::testing::Test {
   // Waits until `n` clients are subscribed to the lock's channel (waiters are waiting).
   bool waiters_subscribed(long n) {
     const auto channel = dlock::keys::lock_channel(name_);
-    return dlock::test::wait_until([&] { return dlock::test::numsub(lock_srv_, channel) >= n; }, 10s);
+    return dlock::test::wait_until([&] { return dlock::test::numsub(lock_srv_, channel) >= n; },
+                                   10s);
   }
 
   std::int64_t fault(const std::string& what) {
@@ -94,8 +105,8 @@ class fault_lab : public ::testing::Test {
     const auto until = std::chrono::steady_clock::now() + limit;
     for (auto& w : workers_) {
       if (w->pid() < 0) continue;  // killed, or its exit already checked
-      const auto left = std::max(0ms, std::chrono::duration_cast<milliseconds>(
-                                          until - std::chrono::steady_clock::now()));
+      const auto left = std::max(
+          0ms, std::chrono::duration_cast<milliseconds>(until - std::chrono::steady_clock::now()));
       EXPECT_EQ(w->wait_exit(left), std::optional<int>{0}) << w->diagnostics();
     }
   }
@@ -106,7 +117,8 @@ class fault_lab : public ::testing::Test {
       const auto v = resource_srv_.command({"GET", key});
       return v == "$-1" ? 0 : std::stoll(v);
     };
-    history_.record({.kind = "final", .value = value(dlock::faults::resource::fenced_key(name_)),
+    history_.record({.kind = "final",
+                     .value = value(dlock::faults::resource::fenced_key(name_)),
                      .prev = value(dlock::faults::resource::plain_key(name_))});
     std::size_t bad = 0;
     events_ = dlock::faults::read_histories(dir_.path(), &bad);

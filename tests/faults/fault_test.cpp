@@ -22,7 +22,11 @@ namespace {
 TEST_F(fault_lab, kill9_of_a_holder_lets_the_next_in_after_its_lease_and_not_before) {
   constexpr int rounds = 3;
   const auto url = lock_url("watchdog=1000ms");
-  struct kill { std::int64_t at; std::int64_t lease_end; std::string waiter; };
+  struct kill {
+    std::int64_t at;
+    std::int64_t lease_end;
+    std::string waiter;
+  };
   std::vector<kill> kills;
   for (int i = 0; i < rounds; ++i) {
     const auto h = "holder" + std::to_string(i), w = "waiter" + std::to_string(i);
@@ -53,16 +57,20 @@ TEST_F(fault_lab, kill9_of_a_holder_lets_the_next_in_after_its_lease_and_not_bef
         << k.waiter << " entered " << to_ms(k.lease_end - s->enter) << " ms before the lease ended";
     EXPECT_LE(s->enter, k.lease_end + 300 * ns_per_ms)
         << "the waiter re-checks when the holder's lease ends";
-    measured("kill -9, watchdog lease 1000 ms: next enter " + std::to_string(to_ms(s->enter - k.at)) +
-             " ms after the kill, " + std::to_string(to_ms(s->enter - k.lease_end)) +
-             " ms after the lease end (PTTL)");
+    measured("kill -9, watchdog lease 1000 ms: next enter " +
+             std::to_string(to_ms(s->enter - k.at)) + " ms after the kill, " +
+             std::to_string(to_ms(s->enter - k.lease_end)) + " ms after the lease end (PTTL)");
   }
 }
 
-TEST_F(fault_lab, sigstop_of_a_holder_past_its_lease_overlaps_but_fencing_holds_and_lost_fires_first) {
+TEST_F(fault_lab,
+       sigstop_of_a_holder_past_its_lease_overlaps_but_fencing_holds_and_lost_fires_first) {
   constexpr int rounds = 3;
   const auto url = lock_url("watchdog=600ms");
-  struct stop { std::string holder, next; std::int64_t resumed; };
+  struct stop {
+    std::string holder, next;
+    std::int64_t resumed;
+  };
   std::vector<stop> stops;
   for (int i = 0; i < rounds; ++i) {
     const auto a = "frozen" + std::to_string(i), b = "next" + std::to_string(i);
@@ -87,7 +95,8 @@ TEST_F(fault_lab, sigstop_of_a_holder_past_its_lease_overlaps_but_fencing_holds_
   EXPECT_EQ(r.errors, 0u) << report_json_;
   EXPECT_EQ(r.token_regressions, 0u) << report_json_;
   EXPECT_EQ(r.overlaps.size(), std::size_t{rounds})
-      << "each frozen holder believed it held the lock until it resumed: reported\n" << report_json_;
+      << "each frozen holder believed it held the lock until it resumed: reported\n"
+      << report_json_;
   for (const auto& s : stops) {
     const auto* lost = first_event("lost", s.holder);
     ASSERT_NE(lost, nullptr) << s.holder << " recorded lost";
@@ -106,16 +115,20 @@ TEST_F(fault_lab, sigstop_of_a_holder_past_its_lease_overlaps_but_fencing_holds_
 
 // -- the lock server frozen, restarted -----------------------------------------------------------
 
-TEST_F(fault_lab, sigstop_of_redis_past_the_lease_loses_leases_at_the_local_deadline_then_all_recover) {
+TEST_F(fault_lab,
+       sigstop_of_redis_past_the_lease_loses_leases_at_the_local_deadline_then_all_recover) {
   constexpr std::int64_t lease_ms = 1000;
   const auto url = lock_url("watchdog=1000ms&timeout=1000ms");
-  auto& a = spawn("a", url, {"--hold-first", "6000", "--hold", "50", "--jitter", "100",
-                             "--count", "1000", "--wait", "20000", "--seed", "1"});
+  auto& a = spawn("a", url,
+                  {"--hold-first", "6000", "--hold", "50", "--jitter", "100", "--count", "1000",
+                   "--wait", "20000", "--seed", "1"});
   ASSERT_TRUE(wait_line(a, "enter ", 15s)) << a.diagnostics();
-  auto& b = spawn("b", url, {"--hold", "50", "--jitter", "100", "--count", "1000", "--wait", "20000",
-                             "--seed", "2"});
-  auto& c = spawn("c", url, {"--hold", "50", "--jitter", "100", "--count", "1000", "--wait", "20000",
-                             "--seed", "3"});
+  auto& b = spawn(
+      "b", url,
+      {"--hold", "50", "--jitter", "100", "--count", "1000", "--wait", "20000", "--seed", "2"});
+  auto& c = spawn(
+      "c", url,
+      {"--hold", "50", "--jitter", "100", "--count", "1000", "--wait", "20000", "--seed", "3"});
   ASSERT_TRUE(waiters_subscribed(2));
   std::this_thread::sleep_for(500ms);  // not ordering: a few renewals of a's lease first
   lock_srv_.pause();
@@ -141,7 +154,8 @@ TEST_F(fault_lab, sigstop_of_redis_past_the_lease_loses_leases_at_the_local_dead
   ASSERT_NE(lost, nullptr);
   // Its last renewal was sent before the pause and renewals go every third of the lease: the
   // local deadline lies in [pause + lease/3·2 - drift, pause + lease].
-  EXPECT_LE(lost->t - paused, (lease_ms + 150) * ns_per_ms) << "lost at the local deadline, not later";
+  EXPECT_LE(lost->t - paused, (lease_ms + 150) * ns_per_ms)
+      << "lost at the local deadline, not later";
   EXPECT_GE(lost->t - paused, lease_ms / 2 * ns_per_ms) << "not lost long before its deadline";
   std::size_t errors_after = 0;
   for (const auto& e : events_) errors_after += e.kind == "error" && e.t > resumed;
@@ -158,8 +172,9 @@ TEST_F(fault_lab, sigstop_of_redis_past_the_lease_loses_leases_at_the_local_dead
     recovery += std::string{" "} + p + " +" + std::to_string(to_ms(s->enter - resumed)) + " ms";
   }
   measured("SIGSTOP of redis 2500 ms, watchdog lease 1000 ms: holder's lost " +
-           std::to_string(to_ms(lost->t - paused)) + " ms after the pause; errors during the pause: " +
-           std::to_string(r.errors) + "; first enters after SIGCONT:" + recovery);
+           std::to_string(to_ms(lost->t - paused)) +
+           " ms after the pause; errors during the pause: " + std::to_string(r.errors) +
+           "; first enters after SIGCONT:" + recovery);
 }
 
 // After a restart without persistence the holders' keys are gone. A holder learns it when its
@@ -180,7 +195,8 @@ TEST_F(fault_lab, a_holder_learns_of_a_restart_when_it_reconnects_not_at_its_nex
     p.restarting = fault("restart lock server");
     lock_srv_.restart();
     p.restarted = fault("lock server up");
-    ASSERT_TRUE(wait_line(h, "lost ", 5s)) << p.id << ": not learned at reconnect; " << h.diagnostics();
+    ASSERT_TRUE(wait_line(h, "lost ", 5s))
+        << p.id << ": not learned at reconnect; " << h.diagnostics();
     ASSERT_EQ(h.wait_exit(10s), std::optional<int>{0}) << h.diagnostics();
     phases.push_back(p);
   }
@@ -191,15 +207,20 @@ TEST_F(fault_lab, a_holder_learns_of_a_restart_when_it_reconnects_not_at_its_nex
   for (const auto& p : phases) {
     const auto* lost = first_event("lost", p.id);
     ASSERT_NE(lost, nullptr) << p.id;
-    EXPECT_LE(lost->t - p.restarted, 3000 * ns_per_ms) << p.id << ": learned long after the server was up";
+    EXPECT_LE(lost->t - p.restarted, 3000 * ns_per_ms)
+        << p.id << ": learned long after the server was up";
     seen += "; " + p.id + ": restart took " + std::to_string(to_ms(p.restarted - p.restarting)) +
-            " ms, loss seen " + std::to_string(to_ms(lost->t - p.restarted)) + " ms after it was up";
+            " ms, loss seen " + std::to_string(to_ms(lost->t - p.restarted)) +
+            " ms after it was up";
   }
-  measured("restart without persistence, holders with a 30 s watchdog lease and a 40 s explicit "
-           "lease" + seen);
+  measured(
+      "restart without persistence, holders with a 30 s watchdog lease and a 40 s explicit "
+      "lease" +
+      seen);
 }
 
-TEST_F(fault_lab, redis_restart_without_persistence_reports_the_old_lease_lost_and_lets_waiters_in) {
+TEST_F(fault_lab,
+       redis_restart_without_persistence_reports_the_old_lease_lost_and_lets_waiters_in) {
   const auto url = lock_url("watchdog=1000ms");
   // A few sections first, so the fencing counter is well above 1 when it is forgotten.
   auto& warm = spawn("warm", url, {"--count", "4", "--hold", "5"});

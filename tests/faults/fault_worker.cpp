@@ -264,12 +264,16 @@ class worker {
   // The accesses of one section; returns early when the lease is lost or the resource fails.
   // A refusal by the fence is recorded and does not stop the unfenced counter beside it: that
   // counter shows what the same holder would have done to a resource without fencing.
-  void access_all(const std::shared_ptr<section_state>& st, std::uint64_t token, milliseconds hold) {
+  void access_all(const std::shared_ptr<section_state>& st, std::uint64_t token,
+                  milliseconds hold) {
     std::error_code ec;
     if (!still_held(st, token)) return;
     const auto r = res_.fenced_read(token, ec);
     if (resource_error("fenced read", ec)) return;
-    h_.record({.kind = "read", .token = token, .ok = r.accepted, .value = r.value,
+    h_.record({.kind = "read",
+               .token = token,
+               .ok = r.accepted,
+               .value = r.value,
                .left_ms = lock_.left_ms()});
 
     if (!still_held(st, token)) return;
@@ -282,13 +286,22 @@ class worker {
     if (!still_held(st, token)) return;
     const auto w = res_.fenced_write(token, r.value + 1, ec);
     if (resource_error("fenced write", ec)) return;
-    h_.record({.kind = "write", .token = token, .ok = w.accepted, .value = r.value + 1,
-               .read = r.value, .prev = w.value, .left_ms = lock_.left_ms()});
+    h_.record({.kind = "write",
+               .token = token,
+               .ok = w.accepted,
+               .value = r.value + 1,
+               .read = r.value,
+               .prev = w.value,
+               .left_ms = lock_.left_ms()});
 
     if (!still_held(st, token)) return;
     const auto prev = res_.plain_set(u + 1, ec);
     if (resource_error("plain set", ec)) return;
-    h_.record({.kind = "uwrite", .token = token, .value = u + 1, .read = u, .prev = prev,
+    h_.record({.kind = "uwrite",
+               .token = token,
+               .value = u + 1,
+               .read = u,
+               .prev = prev,
                .left_ms = lock_.left_ms()});
   }
 
@@ -316,14 +329,14 @@ long number(const std::string& s) {
 
 options parse(int argc, char** argv) {
   options o;
-  std::map<std::string, std::string*> text{{"--lock-url", &o.lock_url},
-                                           {"--resource-url", &o.resource_url},
-                                           {"--name", &o.name},
-                                           {"--id", &o.id},
-                                           {"--history", &o.history},
-                                           {"--lock", &o.lock}};
-  std::map<std::string, milliseconds*> durations{{"--wait", &o.wait},     {"--lease", &o.lease},
-                                                 {"--hold", &o.hold},     {"--jitter", &o.jitter},
+  std::map<std::string, std::string*> text{
+      {"--lock-url", &o.lock_url}, {"--resource-url", &o.resource_url},
+      {"--name", &o.name},         {"--id", &o.id},
+      {"--history", &o.history},   {"--lock", &o.lock}};
+  std::map<std::string, milliseconds*> durations{{"--wait", &o.wait},
+                                                 {"--lease", &o.lease},
+                                                 {"--hold", &o.hold},
+                                                 {"--jitter", &o.jitter},
                                                  {"--think", &o.think}};
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) usage();
@@ -364,8 +377,9 @@ int main(int argc, char** argv) {
       lock = std::make_unique<dlock_held>(lock_client, o.name, o.lease);
     } else if (o.lock == "broken-no-owner-check" || o.lock == "broken-no-expiry") {
       if (o.lease.count() <= 0) fail(2, "a broken lock needs --lease");
-      const auto f = o.lock == "broken-no-expiry" ? dlock::faults::broken_lock::flaw::no_expiry_check
-                                                  : dlock::faults::broken_lock::flaw::no_owner_check;
+      const auto f = o.lock == "broken-no-expiry"
+                         ? dlock::faults::broken_lock::flaw::no_expiry_check
+                         : dlock::faults::broken_lock::flaw::no_owner_check;
       lock = std::make_unique<broken_held>(lock_client, o.name, f, o.lease);
     } else {
       usage();

@@ -27,11 +27,21 @@ void append_string(std::string& out, std::string_view s) {
   out += '"';
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           static constexpr char hex[] = "0123456789abcdef";
@@ -129,12 +139,24 @@ class flat_parser {
       if (i_ >= s_.size()) return false;
       const char e = s_[i_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {  // only what to_json writes: \u00XX
           if (i_ + 4 > s_.size()) return false;
           unsigned v = 0;
@@ -144,7 +166,8 @@ class flat_parser {
           i_ += 4;
           break;
         }
-        default: return false;
+        default:
+          return false;
       }
     }
     return false;
@@ -187,7 +210,8 @@ bool parse_event(std::string_view line, event& out) {
   e.t = numbers["t"];
   e.proc = strings["p"];
   e.kind = strings["ev"];
-  if (auto it = numbers.find("tok"); it != numbers.end()) e.token = static_cast<std::uint64_t>(it->second);
+  if (auto it = numbers.find("tok"); it != numbers.end())
+    e.token = static_cast<std::uint64_t>(it->second);
   if (auto it = numbers.find("ok"); it != numbers.end()) e.ok = it->second != 0;
   if (auto it = numbers.find("val"); it != numbers.end()) e.value = it->second;
   if (auto it = numbers.find("read"); it != numbers.end()) e.read = it->second;
@@ -247,9 +271,11 @@ std::vector<event> read_histories(const std::string& dir, std::size_t* bad_lines
   std::vector<event> all;
   for (const auto& f : files) {
     auto part = read_history(f, bad_lines);
-    all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    all.insert(all.end(), std::make_move_iterator(part.begin()),
+               std::make_move_iterator(part.end()));
   }
-  std::stable_sort(all.begin(), all.end(), [](const event& a, const event& b) { return a.t < b.t; });
+  std::stable_sort(all.begin(), all.end(),
+                   [](const event& a, const event& b) { return a.t < b.t; });
   return all;
 }
 

@@ -38,15 +38,15 @@ namespace dlock::faults {
 std::int64_t monotonic_ns() noexcept;
 
 struct event {
-  std::int64_t t = 0;    // monotonic_ns() when it happened (record() sets it if 0)
-  std::string proc;      // who: a worker's id, or "test"
-  std::string kind;      // enter, read, write, uread, uwrite, exit, lost, release, ...
+  std::int64_t t = 0;  // monotonic_ns() when it happened (record() sets it if 0)
+  std::string proc;    // who: a worker's id, or "test"
+  std::string kind;    // enter, read, write, uread, uwrite, exit, lost, release, ...
   std::uint64_t token = 0;
   bool ok = true;
-  std::int64_t value = 0;    // "val"
-  std::int64_t read = 0;     // "read"
-  std::int64_t prev = 0;     // "prev"
-  std::int64_t left_ms = -1; // "left": lease time left, -1 when unknown
+  std::int64_t value = 0;     // "val"
+  std::int64_t read = 0;      // "read"
+  std::int64_t prev = 0;      // "prev"
+  std::int64_t left_ms = -1;  // "left": lease time left, -1 when unknown
   std::string detail;
 
   bool is_access() const noexcept {

@@ -3,17 +3,17 @@
 // its deadline (try_lock_for(wait): wait + slop; lock() without a deadline: a bound stated per
 // case), and that no lock is left held afterwards (checked with an admin command, not through
 // the client under test). docs/safety.md lists each case with the test that covers it.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <asio/use_future.hpp>
 #include <cstdio>
 #include <future>
 #include <limits>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <thread>
-#include <unistd.h>
 
 #include "dlock/inspect.hpp"
 #include "dlock/keys.hpp"
@@ -53,8 +53,8 @@ bool exists(const redis_server& srv, const std::string& key) {
   return srv.command({"EXISTS", key}) == ":1";
 }
 
-// The fencing counter a default client's acquisitions use (one for the database).
-const std::string counter{dlock::keys::shared_fencing_counter};
+// The fencing counter a default client's acquisitions of `name` use (one per cluster slot).
+std::string counter(const std::string& name) { return dlock::keys::slot_fencing_counter_of(name); }
 
 // One measured result, for docs/safety.md's table.
 void report(const char* path, std::error_code ec, milliseconds took) {
@@ -124,7 +124,7 @@ TEST(hostile, wrong_type_lock_key_is_refused_at_once_on_every_path_and_left_unto
   dlock::mutex m{c, name};
   expect_refused_on_every_path(m, errc::wrong_type, 500ms, prompt, [&] {
     EXPECT_EQ(srv.command({"GET", name}), "not a lock");
-    EXPECT_FALSE(exists(srv, counter)) << "no fencing token was drawn";
+    EXPECT_FALSE(exists(srv, counter(name))) << "no fencing token was drawn";
   });
   EXPECT_THROW(m.lock(), dlock::lock_error);
   std::error_code ec;
@@ -149,25 +149,27 @@ TEST(hostile, wrong_type_replacing_a_held_lock_signals_lease_lost_and_unlock_tou
   const auto start = steady::now();
   m.unlock(ec);
   EXPECT_LT(since(start), prompt);
-  EXPECT_EQ(ec, errc::lease_lost) << ec.message() << ": the hold was already lost, and nothing "
+  EXPECT_EQ(ec, errc::lease_lost) << ec.message()
+                                  << ": the hold was already lost, and nothing "
                                      "of this owner's is left to release";
   EXPECT_EQ(srv.command({"GET", name}), "someone else's");
   m.unlock(ec);
-  EXPECT_EQ(ec, errc::not_owner) << ec.message() << ": the lost hold is dropped by the first unlock";
+  EXPECT_EQ(ec, errc::not_owner) << ec.message()
+                                 << ": the lost hold is dropped by the first unlock";
   // The name's next user in this thread is told about the key, not about the old hold.
   m.lock(ec);
   EXPECT_EQ(ec, errc::wrong_type) << ec.message();
   EXPECT_EQ(srv.command({"GET", name}), "someone else's");
 }
 
-// The fencing counter (dlock_fencing_counter) holds another type, or a string that is not a
-// number. The acquire script writes the lock before it sets the counter, and Redis does not
-// roll a script back: the refusal must not leave the lock held.
+// The fencing counter of the lock's slot (dlock_fencing:{<tag>}) holds another type, or a string
+// that is not a number. The acquire script writes the lock before it sets the counter, and Redis
+// does not roll a script back: the refusal must not leave the lock held.
 TEST(hostile, wrong_type_fencing_counter_is_refused_and_leaves_no_lock_held) {
   redis_server srv;
   dlock::client c{config_for(srv)};
   const auto name = dlock::test::unique_name("lock");
-  srv.command({"HSET", counter, "f", "v"});
+  srv.command({"HSET", counter(name), "f", "v"});
   dlock::mutex m{c, name};
   std::error_code ec;
   const auto start = steady::now();
@@ -182,7 +184,7 @@ TEST(hostile, non_numeric_fencing_counter_is_refused_and_leaves_no_lock_held) {
   redis_server srv;
   auto c = std::make_unique<dlock::client>(config_for(srv));
   const auto name = dlock::test::unique_name("lock");
-  srv.command({"SET", counter, "abc"});
+  srv.command({"SET", counter(name), "abc"});
   dlock::mutex m{*c, name};
   std::error_code ec;
   const auto start = steady::now();
@@ -252,25 +254,27 @@ TEST(hostile, wrong_password_or_user_is_refused_at_once_on_every_path) {
 
 // ---- ACL: keys ---------------------------------------------------------------------------------
 
-// The user may write the lock key and dlock's other keys but not the fencing counter (a common
-// ACL mistake: the counter is dlock_fencing_counter, outside `~app:*`).
+// The user may write the lock key and dlock's other keys (the queue and records `dlock_lock_*`,
+// the yield marker `{app:...}:dlock_yield`, RFencedLock's counter) but not the fencing counter
+// (a common ACL mistake: the slot's counter is `dlock_fencing:{<tag>}`, outside `~app:*`).
 TEST(hostile, no_permission_on_the_fencing_counter_leaves_no_lock_held) {
   auto o = redis_server_options::with_app_user(
-      "pw", "~app:* ~dlock_lock_* ~redisson_lock_token:* ~redisson_lock__channel:* &* +@all");
+      "pw", "~app:* ~{app:* ~dlock_lock_* ~redisson_lock_token:* &* +@all");
   redis_server srv{o};
-  dlock::client c{dlock::config::from_uri("redis://app:pw@127.0.0.1:" + std::to_string(srv.port()))};
+  dlock::client c{
+      dlock::config::from_uri("redis://app:pw@127.0.0.1:" + std::to_string(srv.port()))};
   const auto name = dlock::test::unique_name("app:lock");
   dlock::mutex m{c, name};
   expect_refused_on_every_path(m, errc::no_permission, 500ms, prompt, [&] {
     EXPECT_FALSE(exists(srv, name));
-    EXPECT_FALSE(exists(srv, counter));
+    EXPECT_FALSE(exists(srv, counter(name)));
   });
 }
 
 // With fencing off no counter is declared, so a user without a right to one can lock, unlock
 // and inspect (dlock status) — and the same user is refused with fencing on.
 TEST(hostile, fencing_off_needs_no_right_to_a_counter) {
-  auto o = redis_server_options::with_app_user("pw", "~app:* ~dlock_lock_* ~redisson_lock__channel:* &* +@all");
+  auto o = redis_server_options::with_app_user("pw", "~app:* ~{app:* ~dlock_lock_* &* +@all");
   redis_server srv{o};
   const auto url = "redis://app:pw@127.0.0.1:" + std::to_string(srv.port());
   const auto name = dlock::test::unique_name("app:lock");
@@ -309,14 +313,15 @@ TEST(hostile, out_of_memory_refuses_acquire_and_lets_a_holder_release) {
   held.lock();
   srv.command({"DEBUG", "POPULATE", "4000", "filler", "1000"});  // ~4 MB
   srv.command({"CONFIG", "SET", "maxmemory", "1mb"});
-  ASSERT_EQ(srv.command({"SET", "probe", "x"}).rfind("-OOM", 0), 0u) << "the server is over maxmemory";
+  ASSERT_EQ(srv.command({"SET", "probe", "x"}).rfind("-OOM", 0), 0u)
+      << "the server is over maxmemory";
 
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex m{c, name};
-  const auto last_token = srv.command({"GET", counter});
+  const auto last_token = srv.command({"GET", counter(name)});
   expect_refused_on_every_path(m, errc::out_of_memory, 500ms, prompt, [&] {
     EXPECT_FALSE(exists(srv, name));
-    EXPECT_EQ(srv.command({"GET", counter}), last_token) << "no token issued";
+    EXPECT_EQ(srv.command({"GET", counter(name)}), last_token) << "no token issued";
   });
 
   std::error_code ec;
@@ -364,7 +369,8 @@ class reloading {
     });
     loading_ = dlock::test::wait_until(
         [&] {
-          return dlock::test::send_command(srv.port(), {"PING"}, {.timeout = 1s}).rfind("-LOADING", 0) == 0;
+          return dlock::test::send_command(srv.port(), {"PING"}, {.timeout = 1s})
+                     .rfind("-LOADING", 0) == 0;
         },
         5s);
   }
@@ -413,7 +419,8 @@ TEST(hostile, loading_is_waited_out_within_the_deadline_then_reported) {
   EXPECT_FALSE(exists(srv, name));
 }
 
-// ---- BUSY ----------------------------------------------------------------------------------------
+// ---- BUSY
+// ----------------------------------------------------------------------------------------
 
 // A script that loops (from another application) blocks the server; past busy-reply-threshold
 // every command gets BUSY. Acquire waits it out for one command timeout within the deadline and
@@ -531,8 +538,9 @@ TEST(hostile, silent_listener_is_reported_within_the_deadline) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   {
-    dlock::client c{dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) +
-                                            "?connect_timeout=1s&timeout=3s")};
+    dlock::client c{
+        dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) +
+                                "?connect_timeout=1s&timeout=3s")};
     dlock::mutex m{c, dlock::test::unique_name("lock")};
     expect_refused_on_every_path(m, errc::connect_timeout, 300ms, 1s + slop, [] {});
   }
@@ -564,7 +572,8 @@ TEST(hostile, tls_wrong_ca_and_wrong_host_are_refused_at_once_on_every_path) {
     dlock::client c{dlock::config::from_uri(k.uri)};
     const auto name = dlock::test::unique_name("lock");
     dlock::mutex m{c, name};
-    expect_refused_on_every_path(m, k.want, 500ms, prompt, [&] { EXPECT_FALSE(exists(srv, name)); });
+    expect_refused_on_every_path(m, k.want, 500ms, prompt,
+                                 [&] { EXPECT_FALSE(exists(srv, name)); });
   }
   // The same server with the right CA and the name its certificate carries: locks work.
   dlock::client ok{dlock::config::from_uri(uri(tls.ca_cert, "&sni=elsewhere.invalid"))};
@@ -573,7 +582,8 @@ TEST(hostile, tls_wrong_ca_and_wrong_host_are_refused_at_once_on_every_path) {
   m.unlock();
 }
 
-// ---- An evicting maxmemory-policy ----------------------------------------------------------------
+// ---- An evicting maxmemory-policy
+// ----------------------------------------------------------------
 
 // The user is warned once (here by an ACL user denied CONFIG, so the policy is read from INFO);
 // when the policy then evicts the lock key, the holder is told by lease_lost(), and its unlock
@@ -648,15 +658,16 @@ TEST(hostile, empty_and_too_long_names_are_refused_at_once_everywhere) {
   EXPECT_EQ(srv.command({"DBSIZE"}), ":1") << "only the fencing counter remains";
 }
 
-// Names are bytes, as Redis keys are: invalid UTF-8, NUL, CR LF, spaces and braces are accepted
-// and name exactly that key (Redisson's names are Java strings sent as UTF-8, so any name it can
-// write, dlock can lock too).
+// Names are bytes, as Redis keys are: invalid UTF-8, NUL, CR LF, spaces and a hash tag are
+// accepted and name exactly that key (Redisson's names are Java strings sent as UTF-8). A name
+// whose derived keys cannot share its cluster slot (keys::same_slot: `a{b`, `x{}y`, `a}b`) is
+// refused at once with invalid_argument, and nothing is written.
 TEST(hostile, names_are_bytes_and_any_bytes_lock_their_own_key) {
   redis_server srv;
   dlock::client c{config_for(srv)};
   using namespace std::string_literals;
   for (const auto& name : {"\xff\xfe bad utf-8"s, "nul\0inside"s, "crlf\r\n*1\r\n$4\r\nPING"s,
-                                 "with space"s, "{tag}rest"s, "close}only"s, "\xc3\xa9t\xc3\xa9"s}) {
+                           "with space"s, "{tag}rest"s, "\xc3\xa9t\xc3\xa9"s}) {
     SCOPED_TRACE(::testing::PrintToString(name));
     dlock::mutex m{c, name};
     std::error_code ec;
@@ -666,6 +677,15 @@ TEST(hostile, names_are_bytes_and_any_bytes_lock_their_own_key) {
     m.unlock(ec);
     EXPECT_FALSE(ec) << ec.message();
     EXPECT_FALSE(exists(srv, name));
+  }
+  const auto keys_before = srv.command({"DBSIZE"});
+  for (const auto& name : {"close}only"s, "open{only"s, "x{}y"s}) {
+    SCOPED_TRACE(::testing::PrintToString(name));
+    dlock::mutex m{c, name};
+    expect_refused_on_every_path(m, errc::invalid_argument, 500ms, 100ms, [&] {
+      EXPECT_FALSE(exists(srv, name));
+      EXPECT_EQ(srv.command({"DBSIZE"}), keys_before);
+    });
   }
 }
 
@@ -756,8 +776,9 @@ TEST(hostile, non_positive_and_huge_waits_mean_one_try_and_forever) {
 TEST(hostile, invalid_configuration_is_typed_at_construction_and_on_every_call) {
   std::error_code ec;
   std::string reason;
-  for (const auto* uri : {"redis://127.0.0.1:0", "redis://127.0.0.1?timeout=-1s", "redis://h?timeout=1.5s",
-                          "redis://h?timeout=9999999999999999999ms", "http://h", "redis://h?wat=1"}) {
+  for (const auto* uri :
+       {"redis://127.0.0.1:0", "redis://127.0.0.1?timeout=-1s", "redis://h?timeout=1.5s",
+        "redis://h?timeout=9999999999999999999ms", "http://h", "redis://h?wat=1"}) {
     SCOPED_TRACE(uri);
     dlock::config::from_uri(uri, ec, reason);
     EXPECT_EQ(ec, errc::invalid_uri);

@@ -6,19 +6,20 @@
 // runs: a late release cannot free this owner's newer hold (two holders), nor a late acquire take
 // the lock again after its resend was released (a lock held by nobody until its lease ends).
 //
-// The holder's calls all go over the command connection (caller_io=off: the caller's channel has
-// its own fence, caller_io_test.cpp); command and connect timeouts 300 ms, watchdog lease 900 ms.
+// The holder's calls all go over the command connection (the only one a client has for commands);
+// command and connect timeouts 300 ms, watchdog lease 900 ms.
 #include <gtest/gtest.h>
 
 #include <future>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include "../integration/test_util.hpp"
 #include "dlock/mutex.hpp"
 #include "partition_util.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "support/tcp_proxy.hpp"
@@ -29,7 +30,7 @@ using dlock::test::wait_until;
 
 namespace {
 
-const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=300ms&caller_io=off";
+const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=300ms";
 
 // A server, the holder's client through the proxy, an observer connected directly.
 struct late_lab {
@@ -50,7 +51,9 @@ struct late_lab {
     auto named = [&] {
       const auto list = srv.command({"CLIENT", "LIST"});
       std::size_t n = 0;
-      for (auto at = list.find(" name=dlock "); at != std::string::npos; at = list.find(" name=dlock ", at + 1)) ++n;
+      for (auto at = list.find(" name=dlock "); at != std::string::npos;
+           at = list.find(" name=dlock ", at + 1))
+        ++n;
       return n;
     };
     EXPECT_TRUE(wait_until([&] { return held() == 0 && named() == 2; }, 5s))
@@ -74,16 +77,18 @@ TEST(late_request, a_release_left_on_an_abandoned_connection_never_frees_a_newer
   lab.h.lock();  // the same owner field, a new hold
   const auto ours = lab.observer.execute({"HGETALL", lab.name});
   lab.thaw_and_settle();
-  EXPECT_EQ(lab.observer.execute({"HGETALL", lab.name}), ours) << "the late release ran on the newer hold";
+  EXPECT_EQ(lab.observer.execute({"HGETALL", lab.name}), ours)
+      << "the late release ran on the newer hold";
   EXPECT_GT(lab.observer.execute({"PTTL", lab.name}).integer(), 0);
   EXPECT_TRUE(lab.h.is_held_by_current_thread());
   lab.h.unlock(ec);
   EXPECT_FALSE(ec) << ec.message();
   EXPECT_EQ(lab.exists(), 0);
-  dlock::test::report("release held in the proxy: unlock returned after " +
-         std::to_string(dlock::test::ms_between(t0, released)) +
-         " ms (resent on a new connection); " + std::to_string(late_bytes) +
-         " late bytes delivered at the thaw (their connection killed before); the newer hold kept");
+  dlock::test::report(
+      "release held in the proxy: unlock returned after " +
+      std::to_string(dlock::test::ms_between(t0, released)) + " ms (resent on a new connection); " +
+      std::to_string(late_bytes) +
+      " late bytes delivered at the thaw (their connection killed before); the newer hold kept");
 }
 
 TEST(late_request, an_acquire_left_on_an_abandoned_connection_never_takes_the_lock_again) {
@@ -112,14 +117,17 @@ INSTANTIATE_TEST_SUITE_P(acl, late_request_rights,
                          testing::Values("-client|kill", "-client|kill -client|info"));
 
 TEST_P(late_request_rights, a_user_refused_the_fence_still_connects_and_reconnects) {
-  auto o = dlock::test::redis_server_options::with_app_user("pw", std::string{"~* &* +@all "} + GetParam());
+  auto o = dlock::test::redis_server_options::with_app_user(
+      "pw", std::string{"~* &* +@all "} + GetParam());
   dlock::test::redis_server srv{o};
   dlock::test::tcp_proxy proxy{srv.port()};
   auto cfg = dlock::test::config_through(proxy, holder_params);
   cfg.username = "app";
   cfg.password = "pw";
   dlock::test::recorder<std::pair<dlock::warning, std::string>> warnings;
-  cfg.on_warning = [&](dlock::warning w, std::string_view text) { warnings.push({w, std::string{text}}); };
+  cfg.on_warning = [&](dlock::warning w, std::string_view text) {
+    warnings.push({w, std::string{text}});
+  };
   dlock::client app{cfg};
   dlock::mutex m{app, dlock::test::unique_name("late")};
   std::error_code ec;
@@ -129,17 +137,23 @@ TEST_P(late_request_rights, a_user_refused_the_fence_still_connects_and_reconnec
     ASSERT_FALSE(ec) << ec.message();
     m.unlock(ec);
     ASSERT_FALSE(ec) << ec.message();
-    const auto before = app.impl().connection().connects();
+    const auto before = dlock::detail::client_access::impl(app).connection().connects();
     proxy.reset_all();
-    ASSERT_TRUE(wait_until([&] { return app.impl().connection().connects() > before; }, 5s))
+    ASSERT_TRUE(wait_until(
+        [&] { return dlock::detail::client_access::impl(app).connection().connects() > before; },
+        5s))
         << "reconnected past the refused commands";
   }
-  const auto refused = std::string{GetParam()}.find("client|info") != std::string::npos ? "client|info" : "client|kill";
+  const auto refused = std::string{GetParam()}.find("client|info") != std::string::npos
+                           ? "client|info"
+                           : "client|kill";
   EXPECT_NE(srv.command({"ACL", "LOG"}).find(refused), std::string::npos) << "asked, and refused";
   const auto got = warnings.items();
   ASSERT_EQ(got.size(), 1u) << "warned once";
   EXPECT_EQ(got[0].first, dlock::warning::unfenced);
-  EXPECT_NE(got[0].second.find(refused == std::string{"client|info"} ? "CLIENT INFO" : "CLIENT KILL"), std::string::npos)
+  EXPECT_NE(
+      got[0].second.find(refused == std::string{"client|info"} ? "CLIENT INFO" : "CLIENT KILL"),
+      std::string::npos)
       << got[0].second;
 }
 
@@ -162,13 +176,17 @@ TEST(late_request, a_fence_refused_while_a_script_runs_is_sent_again_on_the_next
                         "0"});
   });
   std::this_thread::sleep_for(300ms);  // past the threshold: others get BUSY now
-  const auto before = holder.impl().connection().connects();
+  const auto before = dlock::detail::client_access::impl(holder).connection().connects();
   proxy.reset_all();
   ASSERT_EQ(busy.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(busy.get(), ":1");
-  ASSERT_TRUE(wait_until([&] { return holder.impl().connection().connects() > before; }, 5s));
-  EXPECT_GE(dlock::test::command_stat(srv, "client|kill", "rejected_calls"), 1) << "refused (BUSY) while the script ran";
-  EXPECT_EQ(dlock::test::command_stat(srv, "client|kill"), 1) << "then sent again, and run before the connection came up";
+  ASSERT_TRUE(wait_until(
+      [&] { return dlock::detail::client_access::impl(holder).connection().connects() > before; },
+      5s));
+  EXPECT_GE(dlock::test::command_stat(srv, "client|kill", "rejected_calls"), 1)
+      << "refused (BUSY) while the script ran";
+  EXPECT_EQ(dlock::test::command_stat(srv, "client|kill"), 1)
+      << "then sent again, and run before the connection came up";
   std::error_code ec;
   holder.ping(ec);
   EXPECT_FALSE(ec) << ec.message();

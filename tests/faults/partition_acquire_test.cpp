@@ -14,6 +14,7 @@
 #include "dlock/keys.hpp"
 #include "dlock/mutex.hpp"
 #include "partition_util.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "support/tcp_proxy.hpp"
@@ -41,6 +42,15 @@ void warm_up(dlock::client& c, const std::string& name) {
   warm.unlock();
 }
 
+// Acquisitions of `c` being given back in the background (read on the client's strand).
+std::size_t pending_give_backs(dlock::client& c) {
+  auto& impl = dlock::detail::client_access::impl(c);
+  auto done = std::make_shared<std::promise<std::size_t>>();
+  auto size = done->get_future();
+  if (!impl.post_if_running([&impl, done] { done->set_value(impl.undoing().size()); })) return 0;
+  return size.get();
+}
+
 bool ambiguous(std::error_code ec) {
   return ec == errc::timeout || ec == errc::connection_lost || ec == errc::connect_timeout;
 }
@@ -56,10 +66,10 @@ void lost_acquire_reply(bool long_partition) {
   dlock::client holder{config_through(proxy, "watchdog=10s&timeout=300ms&connect_timeout=300ms")};
   dlock::client other{config_for(srv)};
   const auto name = unique_name("ambiguous");
-  const std::string counter{dlock::keys::shared_fencing_counter};
+  const auto counter = dlock::keys::slot_fencing_counter_of(name);
   dlock::mutex h{holder, name};
   warm_up(holder, name);
-  const auto before = srv.command({"GET", counter});  // the warm-up's token
+  const auto before = srv.command({"GET", counter});  // nil, or the last token of the slot
   proxy.blackhole(direction::server_to_client);
   const auto t0 = steady::now();
   auto call = std::async(std::launch::async, [&] {
@@ -67,7 +77,11 @@ void lost_acquire_reply(bool long_partition) {
     const bool ok = h.try_lock_for(1s, ec);
     return std::tuple{ok, ec, steady::now()};
   });
-  EXPECT_TRUE(wait_until([&] { return srv.command({"GET", counter}) != before; }, 2s))
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return srv.command({"GET", counter}) != before;
+      },
+      2s))
       << "the request itself went through (only replies are cut)";
   if (long_partition) proxy.blackhole(direction::both);
   ASSERT_EQ(call.wait_for(5s), std::future_status::ready);
@@ -95,12 +109,14 @@ void lost_acquire_reply(bool long_partition) {
   ASSERT_TRUE(h.try_lock_for(2s));
   h.unlock();
   report(std::string{"lost acquire reply ("} +
-         (long_partition ? "then cut both ways for 3 s after the call returned" : "server->client cut") +
+         (long_partition ? "then cut both ways for 3 s after the call returned"
+                         : "server->client cut") +
          ", timeout 300 ms): try_lock_for returned '" + ec.message() + "' after " +
-         std::to_string(ms_between(t0, returned)) + " ms; our lock still on the server then: " +
-         (held_at_return ? "yes" : "no") + "; gone " + std::to_string(ms_between(healed, gone)) +
-         " ms after the heal, " + std::to_string(ms_between(t0, gone)) +
-         " ms after the call began (lease 10 s): " + (given_back ? "given back" : "left to expire"));
+         std::to_string(ms_between(t0, returned)) +
+         " ms; our lock still on the server then: " + (held_at_return ? "yes" : "no") + "; gone " +
+         std::to_string(ms_between(healed, gone)) + " ms after the heal, " +
+         std::to_string(ms_between(t0, gone)) + " ms after the call began (lease 10 s): " +
+         (given_back ? "given back" : "left to expire"));
 }
 
 TEST(partition, an_acquire_whose_reply_is_lost_reports_an_error_and_is_given_back) {
@@ -150,7 +166,7 @@ TEST(partition, an_acquire_whose_reply_is_lost_then_healed_succeeds_exactly_once
   const auto r = call.get();
   ASSERT_TRUE(r.ok) << r.ec.message();
   EXPECT_TRUE(r.count.ends_with(" 1 ")) << "one hold, not two: " << r.count;
-  EXPECT_EQ(other.execute({"GET", std::string{dlock::keys::shared_fencing_counter}}).str(),
+  EXPECT_EQ(other.execute({"GET", dlock::keys::slot_fencing_counter_of(name)}).str(),
             std::to_string(r.token))
       << "the last token issued (a resend draws a new one) is the one reported";
   EXPECT_EQ(other.execute({"EXISTS", name}).integer(), 0) << "released";
@@ -182,15 +198,18 @@ TEST(partition, an_acquisition_confirmed_after_its_lease_is_never_reported) {
          std::to_string(ms_between(t0, returned)) + " ms, nothing left held");
 }
 
-// 50 ms each way on both clients: 20 forced hand-offs (each waiter is blocked in lock() on the
-// other's hold before it is released, so each hand-off goes through Redis and pub/sub), each
-// section a read-modify-write of a counter through the same slow link.
+// 50 ms each way on both clients: 20 forced hand-offs (each waiter is queued and subscribed in
+// lock() on the other's hold before it is released, so each hand-off goes through the release
+// script's hand-off to the queue's oldest waiter, its message, and the waiter's next attempt),
+// each section a read-modify-write of a counter through the same slow link.
 TEST(partition, hand_offs_stay_exclusive_and_tokens_increase_under_latency) {
   dlock::test::redis_server srv;
   tcp_proxy proxy{srv.port()};
   dlock::client a{config_through(proxy, "timeout=2s")}, b{config_through(proxy, "timeout=2s")};
   const auto name = unique_name("slow");
   const auto counter = name + ":counter";
+  const auto queue = dlock::keys::waiter_queue(name);
+  const auto dlock_channel = dlock::keys::dlock_channel(name);
   a.ping();
   b.ping();
   proxy.delay(direction::both, 50ms);
@@ -221,7 +240,14 @@ TEST(partition, hand_offs_stay_exclusive_and_tokens_increase_under_latency) {
       auto v = c.execute({"GET", counter});
       c.execute({"SET", counter, std::to_string(v.is_nil() ? 1 : std::stoi(v.str()) + 1)});
       if (k + 1 < sections) {
-        EXPECT_TRUE(wait_until([&] { return peer.impl().waiters().channels() == 1; }, 5s));
+        // The peer waits: its attempt queued it, and it listens on the name's channels.
+        EXPECT_TRUE(wait_until(
+            [&] {
+              return dlock::detail::client_access::impl(peer).waiters().names() == 1 &&
+                     srv.command({"ZCARD", queue}) == ":1" &&
+                     srv.command({"PUBSUB", "NUMSUB", dlock_channel}).ends_with(", :1]");
+            },
+            5s));
       }
       inside.fetch_sub(1);
       {
@@ -274,11 +300,10 @@ TEST(partition, a_retry_by_the_same_thread_is_not_undone_by_the_earlier_give_bac
   std::error_code ec;
   EXPECT_FALSE(h.try_lock_for(600ms, ec)) << "no reply can come back";
   // The acquisition was applied and its outcome is unknown to the client: a give-back is now
-  // pending, retrying until it hears back. (Whether one of its sends already reached the server
-  // depends on the connection: with the caller's channel the attempt went there, and the
-  // command connection, still waiting for the channel's fence, may write the first give-back
-  // before it gives up — client to server still passes.)
-  EXPECT_TRUE(wait_until([&] { return holder.impl().undos() > 0; }, 2s)) << "a give-back is pending";
+  // pending, retrying until it hears back (its sends reach the server: client to server still
+  // passes, but it cannot hear that they were applied).
+  EXPECT_TRUE(wait_until([&] { return pending_give_backs(holder) > 0; }, 2s))
+      << "a give-back is pending";
   // The same thread tries again, as callers do, until it gets it; the link heals meanwhile.
   std::thread healer{[&] {
     std::this_thread::sleep_for(500ms);

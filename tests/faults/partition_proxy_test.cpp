@@ -32,7 +32,8 @@ TEST(tcp_proxy, forwards_both_ways_and_closes_with_its_client) {
     EXPECT_TRUE(wait_until([&] { return proxy.connections() == 1; }, 2s));
     // A megabyte each way: partial writes and flow control.
     const std::string big(1 << 20, 'x');
-    c.send("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$" + std::to_string(big.size()) + "\r\n" + big + "\r\n");
+    c.send("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$" + std::to_string(big.size()) + "\r\n" + big +
+           "\r\n");
     EXPECT_EQ(c.read_exact(5, 5s), "+OK\r\n");
     c.send("GET big\r\n");
     const auto header = "$" + std::to_string(big.size()) + "\r\n";
@@ -59,7 +60,8 @@ TEST(tcp_proxy, blackhole_drops_bytes_and_keeps_connections_open) {
     c.send(ping);
     EXPECT_EQ(c.read_for(300ms), "") << "nothing comes back through a blackhole";
     EXPECT_EQ(proxy.connections(), 1u);
-    EXPECT_GE(proxy.bytes_dropped() - dropped, d == direction::server_to_client ? pong.size() : ping.size());
+    EXPECT_GE(proxy.bytes_dropped() - dropped,
+              d == direction::server_to_client ? pong.size() : ping.size());
     EXPECT_EQ(proxy.bytes_held(), 0u) << "dropped, not held";
     proxy.pass();
     c.send(ping);
@@ -124,7 +126,11 @@ TEST(tcp_proxy, freeze_holds_the_connections_open_now_and_lets_new_ones_pass) {
   EXPECT_EQ(next.read_exact(5, 2s), "+OK\r\n") << "a connection accepted after the freeze passes";
   EXPECT_EQ(srv.command({"GET", "late"}), "new");
   proxy.thaw();
-  EXPECT_TRUE(wait_until([&] { return srv.command({"GET", "late"}) == "old"; }, 2s))
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return srv.command({"GET", "late"}) == "old";
+      },
+      2s))
       << "thawed, the old connection's request arrives after the new one's";
   EXPECT_TRUE(wait_until([&] { return proxy.connections() == 1; }, 2s));
   EXPECT_EQ(proxy.bytes_held(), 0u);
@@ -142,7 +148,8 @@ TEST(tcp_proxy, freeze_by_what_the_client_said_holds_only_the_matching_connectio
   a.send(ping);
   b.send(ping);
   EXPECT_EQ(b.read_exact(pong.size(), 2s), pong) << "beta passes";
-  ASSERT_TRUE(wait_until([&] { return proxy.bytes_held(direction::server_to_client) == pong.size(); }, 2s))
+  ASSERT_TRUE(
+      wait_until([&] { return proxy.bytes_held(direction::server_to_client) == pong.size(); }, 2s))
       << "alpha's reply is held";
   proxy.thaw();
   EXPECT_EQ(a.read_exact(pong.size(), 2s), pong);
@@ -177,10 +184,11 @@ TEST(tcp_proxy, delay_delivers_each_chunk_at_least_that_late_in_order) {
   EXPECT_EQ(c.read_exact(expected.size(), 3s), expected);
   proxy.pass();
   EXPECT_LT(round_trip(), 50ms);
-  dlock::test::report("proxy delay 100 ms each way: PING round trip " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(both).count()) +
-                      " ms; 100 ms one way: " +
-                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(one).count()) + " ms");
+  dlock::test::report(
+      "proxy delay 100 ms each way: PING round trip " +
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(both).count()) +
+      " ms; 100 ms one way: " +
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(one).count()) + " ms");
 }
 
 TEST(tcp_proxy, reset_all_cuts_every_connection_and_accepts_new_ones) {

@@ -20,6 +20,7 @@
 #include "../integration/test_util.hpp"
 #include "dlock/mutex.hpp"
 #include "partition_util.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "support/tcp_proxy.hpp"
@@ -48,9 +49,12 @@ const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=
 
 const char* name_of(direction d) {
   switch (d) {
-    case direction::both: return "both ways";
-    case direction::client_to_server: return "client->server";
-    case direction::server_to_client: return "server->client";
+    case direction::both:
+      return "both ways";
+    case direction::client_to_server:
+      return "client->server";
+    case direction::server_to_client:
+      return "server->client";
   }
   return "?";
 }
@@ -60,21 +64,24 @@ std::shared_ptr<dlock::detail::hold_state> hold_of(dlock::client& c, dlock::clie
                                                    const std::string& name) {
   const auto fields = observer.execute({"HKEYS", name});  // alive for the loop
   for (auto& f : fields.elements()) {
-    if (f.str().starts_with(c.id() + ":")) return c.impl().holds().find(name, f.str());
+    if (f.str().starts_with(c.id() + ":"))
+      return dlock::detail::client_access::impl(c).holds().find(name, f.str());
   }
   return nullptr;
 }
 
 // The watchdog's trusted time for `h`, read on the client's strand (nullopt: not tracked).
-std::optional<steady::time_point> trusted_until(dlock::client& c,
-                                                const std::shared_ptr<dlock::detail::hold_state>& h) {
+std::optional<steady::time_point> trusted_until(
+    dlock::client& c, const std::shared_ptr<dlock::detail::hold_state>& h) {
   auto p = std::make_shared<std::promise<std::optional<steady::time_point>>>();
   auto f = p->get_future();
-  asio::post(c.impl().strand(), [&c, h, p] { p->set_value(c.impl().watchdog().trusted_until(*h)); });
-  if (f.wait_for(2s) != std::future_status::ready) throw std::runtime_error("strand did not answer");
+  asio::post(dlock::detail::client_access::impl(c).strand(), [&c, h, p] {
+    p->set_value(dlock::detail::client_access::impl(c).watchdog().trusted_until(*h));
+  });
+  if (f.wait_for(2s) != std::future_status::ready)
+    throw std::runtime_error("strand did not answer");
   return f.get();
 }
-
 
 // A lease-owned acquisition by the competitor, completed on its I/O thread, with its time.
 struct competitor_result {
@@ -110,21 +117,25 @@ void holder_is_cut_off(direction cut) {
   const auto hold = hold_of(holder, other, name);
   ASSERT_TRUE(hold);
   // Trust now comes from renewals, not from the acquisition.
-  ASSERT_TRUE(wait_until([&] { return holder.impl().watchdog().renewals_sent() >= 2; }, 3s));
+  ASSERT_TRUE(wait_until(
+      [&] { return dlock::detail::client_access::impl(holder).watchdog().renewals_sent() >= 2; },
+      3s));
   std::atomic<steady::rep> lost_ticks{0};
-  std::stop_callback on_lost{h.lease_lost(), [&] {
-    lost_ticks = steady::now().time_since_epoch().count();
-  }};
+  std::stop_callback on_lost{h.lease_lost(),
+                             [&] { lost_ticks = steady::now().time_since_epoch().count(); }};
 
   proxy.blackhole(cut);
   const auto t0 = steady::now();  // every byte read from now on is dropped
   auto competitor = compete(o, 5s);
   // The last trusted time the watchdog had before declaring the loss.
   std::optional<steady::time_point> deadline;
-  ASSERT_TRUE(wait_until([&] {
-    if (auto t = trusted_until(holder, hold)) deadline = t;
-    return lost_ticks.load() != 0;
-  }, lease + 2s)) << "loss declared within the lease plus slop";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        if (auto t = trusted_until(holder, hold)) deadline = t;
+        return lost_ticks.load() != 0;
+      },
+      lease + 2s))
+      << "loss declared within the lease plus slop";
   const steady::time_point lost{steady::duration{lost_ticks.load()}};
   ASSERT_TRUE(deadline);
   EXPECT_GE(lost, *deadline);
@@ -157,10 +168,11 @@ void holder_is_cut_off(direction cut) {
   report(std::string{"blackhole "} + name_of(cut) + ", watchdog lease 900 ms: deadline t0+" +
          std::to_string(ms_between(t0, *deadline)) + " ms, loss declared t0+" +
          std::to_string(ms_between(t0, lost)) + " ms (" +
-         std::to_string(ms_between(*deadline, lost)) + " ms after the deadline), competitor acquired t0+" +
-         std::to_string(ms_between(t0, got.at)) + " ms (" + std::to_string(ms_between(lost, got.at)) +
-         " ms after the loss), holder reconnected " + std::to_string(ms_between(healed, back)) +
-         " ms after the heal");
+         std::to_string(ms_between(*deadline, lost)) +
+         " ms after the deadline), competitor acquired t0+" +
+         std::to_string(ms_between(t0, got.at)) + " ms (" +
+         std::to_string(ms_between(lost, got.at)) + " ms after the loss), holder reconnected " +
+         std::to_string(ms_between(healed, back)) + " ms after the heal");
 }
 
 TEST(partition, a_holder_cut_off_both_ways_declares_loss_at_its_deadline) {

@@ -2,20 +2,19 @@
 // through the proxy, and the measured numbers printed for docs/safety.md.
 #pragma once
 
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <chrono>
 #include <cstdint>
 #include <iostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-
-#include <gtest/gtest.h>
 
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
@@ -53,11 +52,13 @@ inline bool none_of_ours(dlock::client& c, dlock::client& observer, const std::s
 
 // The holder recovers after the heal: a command goes through again.
 inline steady::time_point wait_reconnected(dlock::client& c) {
-  EXPECT_TRUE(wait_until([&] {
-    std::error_code ec;
-    c.ping(ec);
-    return !ec;
-  }, std::chrono::seconds{5}));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        std::error_code ec;
+        c.ping(ec);
+        return !ec;
+      },
+      std::chrono::seconds{5}));
   return steady::now();
 }
 

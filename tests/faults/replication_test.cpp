@@ -24,15 +24,21 @@ using steady = std::chrono::steady_clock;
 struct replicated : ::testing::Test {
   dlock::test::redis_server master;
   dlock::test::tcp_proxy link{master.port()};  // the replica's link to its master
-  dlock::test::redis_server replica{{.extra_args = {"--replicaof", "127.0.0.1", std::to_string(link.port())}}};
+  dlock::test::redis_server replica{
+      {.extra_args = {"--replicaof", "127.0.0.1", std::to_string(link.port())}}};
 
   void SetUp() override {
     ASSERT_TRUE(dlock::test::wait_until(
-        [&] { return replica.command({"INFO", "replication"}).find("master_link_status:up") != std::string::npos; },
-        10s)) << replica.command({"INFO", "replication"});
+        [&] {
+          return replica.command({"INFO", "replication"}).find("master_link_status:up") !=
+                 std::string::npos;
+        },
+        10s))
+        << replica.command({"INFO", "replication"});
   }
   dlock::config cfg(const std::string& policy) {
-    return dlock::config::from_uri(master.url() + "?wait_replicas=1&wait_timeout=300ms&on_shortfall=" + policy);
+    return dlock::config::from_uri(master.url() +
+                                   "?wait_replicas=1&wait_timeout=300ms&on_shortfall=" + policy);
   }
 };
 
@@ -65,7 +71,8 @@ TEST_F(replicated, fail_policy_reports_no_replicas_and_leaves_no_key_when_replic
   EXPECT_FALSE(m.lease_replicated());
   // The give-back's own unlock message must not wake the failed op into taking it again.
   std::this_thread::sleep_for(200ms);
-  EXPECT_EQ(master.command({"EXISTS", name}), ":0") << "and not taken again behind the caller's back";
+  EXPECT_EQ(master.command({"EXISTS", name}), ":0")
+      << "and not taken again behind the caller's back";
   auto f = m.async_lock_for(2s, asio::use_future);
   try {
     f.get();
@@ -77,7 +84,10 @@ TEST_F(replicated, fail_policy_reports_no_replicas_and_leaves_no_key_when_replic
   // Healed: acquisitions are acknowledged again.
   link.pass();
   ASSERT_TRUE(dlock::test::wait_until(
-      [&] { return replica.command({"INFO", "replication"}).find("master_link_status:up") != std::string::npos; },
+      [&] {
+        return replica.command({"INFO", "replication"}).find("master_link_status:up") !=
+               std::string::npos;
+      },
       10s));
   ASSERT_TRUE(m.try_lock_for(5s, ec)) << ec.message();
   EXPECT_TRUE(m.lease_replicated());

@@ -30,7 +30,9 @@ class resource {
 
   // The keys on the resource server.
   static std::string fence_key(const std::string& name) { return "resource:{" + name + "}:fence"; }
-  static std::string fenced_key(const std::string& name) { return "resource:{" + name + "}:fenced"; }
+  static std::string fenced_key(const std::string& name) {
+    return "resource:{" + name + "}:fenced";
+  }
   static std::string plain_key(const std::string& name) { return "resource:{" + name + "}:plain"; }
 
   fenced_result fenced_read(std::uint64_t token, std::error_code& ec);

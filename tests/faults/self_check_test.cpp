@@ -45,11 +45,13 @@ TEST_F(fault_lab, checker_flags_a_lock_released_without_an_owner_check) {
   const auto url = lock_url("");
   auto& a = spawn("a", url, {"--lock", "broken-no-owner-check", "--lease", "500", "--hold", "400"});
   ASSERT_TRUE(wait_line(a, "enter ", 15s)) << a.diagnostics();
-  auto& b = spawn("b", url, {"--lock", "broken-no-owner-check", "--lease", "3000", "--hold", "1200"});
+  auto& b =
+      spawn("b", url, {"--lock", "broken-no-owner-check", "--lease", "3000", "--hold", "1200"});
   a.pause();
   fault("sigstop a");
   ASSERT_TRUE(wait_line(b, "enter ", 5s)) << b.diagnostics();
-  auto& c = spawn("c", url, {"--lock", "broken-no-owner-check", "--lease", "3000", "--hold", "100"});
+  auto& c =
+      spawn("c", url, {"--lock", "broken-no-owner-check", "--lease", "3000", "--hold", "100"});
   std::this_thread::sleep_for(300ms);  // not ordering: lets a's hold run out
   fault("sigcont a");
   a.resume();  // a sees its lease over, stops, and DELs b's lock: c walks in
@@ -66,11 +68,11 @@ TEST_F(fault_lab, checker_flags_a_lock_released_without_an_owner_check) {
   EXPECT_GE(r.stale_accesses, 1u) << "b wrote after c entered\n" << report_json_;
   EXPECT_GE(r.unfenced_lost_updates, 1u) << "b's plain write replaced c's\n" << report_json_;
   EXPECT_EQ(r.fenced_lost_updates, 0u) << "the fence refused b\n" << report_json_;
-  measured("broken lock without owner check on release + SIGSTOP: " +
-           std::to_string(r.overlaps.size()) + " overlaps, " + std::to_string(r.stale_accesses) +
-           " stale accesses, " + std::to_string(r.unfenced_lost_updates) +
-           " unfenced lost updates, " + std::to_string(r.fenced_lost_updates) +
-           " fenced lost updates");
+  measured(
+      "broken lock without owner check on release + SIGSTOP: " + std::to_string(r.overlaps.size()) +
+      " overlaps, " + std::to_string(r.stale_accesses) + " stale accesses, " +
+      std::to_string(r.unfenced_lost_updates) + " unfenced lost updates, " +
+      std::to_string(r.fenced_lost_updates) + " fenced lost updates");
 }
 
 TEST_F(fault_lab, the_checker_command_prints_the_report_and_fails_on_a_violation) {

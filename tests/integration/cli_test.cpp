@@ -1,7 +1,9 @@
 // The `dlock` command (tools/dlock) against real redis-server processes: every exit code, the
 // command's environment, signal forwarding, the lease-lost paths (lock deleted, Redis stopped,
-// --kill-after), mutual exclusion of concurrent `dlock exec`, `status --json`, the wake-up of a
-// waiter by `unlock --force`, and `ping`.
+// --kill-after), the stop before the lease's trust deadline (SIGTERM, then SIGKILL of the
+// command's process group; --lease as a limit; no start without enough trust), mutual exclusion
+// of concurrent `dlock exec`, `status --json`, the wake-up of a waiter by `unlock --force`, and
+// `ping`.
 //
 // Each test starts its own server and uses its own lock names. dlock runs as a
 // dlock::test::child_process (stdout and stderr on separate pipes) and is given the server with
@@ -19,11 +21,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -35,6 +39,7 @@
 #include "dlock/mutex.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_server.hpp"
+#include "support/tcp_proxy.hpp"
 #include "test_util.hpp"
 
 #ifndef DLOCK_CLI
@@ -43,9 +48,9 @@
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 using dlock::test::child_process;
 using dlock::test::redis_server;
+using std::chrono::milliseconds;
 
 namespace {
 
@@ -131,10 +136,70 @@ std::size_t count_lines(const std::string& s) {
   return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n'));
 }
 
+// Lines dlock wrote on the stderr it shares with its command (a shell there may report, say,
+// "Terminated" for a child killed with the command's process group).
+std::size_t dlock_lines(const std::string& err) {
+  std::size_t n = 0;
+  std::istringstream in{err};
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("dlock: ")) ++n;
+  }
+  return n;
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "";
   return buf;
+}
+
+// The process group of `pid` (from /proc), or -1 when it is gone or a zombie.
+pid_t process_group(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  const auto paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return -1;
+  char state = 0;
+  long ppid = 0, pgrp = -1;
+  std::istringstream fields{stat.substr(paren + 1)};
+  fields >> state >> ppid >> pgrp;
+  return state == 'Z' ? -1 : static_cast<pid_t>(pgrp);  // a zombie runs nothing
+}
+
+// The processes of group `pgid` still running (zombies excepted: they run nothing, and with no
+// reaping init an orphan may stay one).
+std::vector<pid_t> running_in_group(pid_t pgid) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator{"/proc", ec}) {
+    const auto name = e.path().filename().string();
+    pid_t pid = 0;
+    const auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (err != std::errc{} || end != name.data() + name.size()) continue;
+    if (process_group(pid) == pgid) out.push_back(pid);
+  }
+  return out;
+}
+
+// A command that ignores SIGTERM, as does what it started: it prints "pids <its pid> <its
+// sleep's pid>", then "ready", then "got-TERM" at each SIGTERM, and keeps waiting for its
+// `sleep` (which ignores SIGTERM) — only a SIGKILL to both ends it before `seconds`.
+std::string stubborn_command(int seconds) {
+  return "trap 'echo got-TERM' TERM; (trap '' TERM; exec sleep " + std::to_string(seconds) +
+         ") & echo \"pids $$ $!\"; echo ready; while kill -0 $! 2>/dev/null; do wait $!; done";
+}
+
+// Reads stubborn_command's "pids" and "ready" lines; the shell's pid (which leads the group).
+pid_t read_stubborn_pids(dlock_process& p, pid_t& sleep_pid) {
+  const auto line = p->read_line(10s);
+  std::istringstream in{line.value_or("")};
+  std::string word;
+  pid_t shell = -1;
+  sleep_pid = -1;
+  in >> word >> shell >> sleep_pid;
+  if (word != "pids" || p->read_line(5s) != std::optional<std::string>{"ready"}) return -1;
+  return shell;
 }
 
 // -- a minimal JSON reader, enough for `dlock status --json` --------------------------------------
@@ -281,14 +346,30 @@ class json_reader {
       if (i_ >= s_.size()) fail("unterminated escape");
       const char e = s_[i_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           unsigned code = 0;
           const auto hex = s_.substr(i_, 4);
@@ -299,7 +380,8 @@ class json_reader {
           out.push_back(static_cast<char>(code));
           break;
         }
-        default: fail("bad escape");
+        default:
+          fail("bad escape");
       }
     }
   }
@@ -353,7 +435,7 @@ TEST(cli, exec_exits_with_the_commands_code_or_128_plus_its_signal) {
     EXPECT_EQ(r.code, std::optional<int>{c.code}) << c.script << ": " << describe(r);
     EXPECT_EQ(r.err, "") << c.script;
     EXPECT_EQ(exists(srv, name), ":0") << "released after `" << c.script << "`";
-    const auto now = srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}});
+    const auto now = srv.command({"GET", dlock::keys::slot_fencing_counter_of(name)});
     EXPECT_NE(now, counter) << "one token per run";
     counter = now;
   }
@@ -382,24 +464,25 @@ TEST(cli, bad_usage_or_input_exits_64) {
   const auto name = dlock::test::unique_name("cli-usage");
   const auto url = srv.url();
   const std::vector<std::vector<std::string>> cases = {
-      {"--url", url, "exec", "", "--", "true"},                        // empty name
-      {"--url", url, "exec", "--wait", "abc", name, "--", "true"},     // bad duration
+      {"--url", url, "exec", "", "--", "true"},                     // empty name
+      {"--url", url, "exec", "--wait", "abc", name, "--", "true"},  // bad duration
       {"--url", url, "exec", "--wait", "-1s", name, "--", "true"},
-      {"--url", url, "exec", "--lease", "0", name, "--", "true"},      // lease must be > 0
+      {"--url", url, "exec", "--lease", "0", name, "--", "true"},  // lease must be > 0
       {"--url", url, "exec", "--lease", "10 parsecs", name, "--", "true"},
       {"--url", url, "exec", "--kill-after", "soon", name, "--", "true"},
-      {"--url", "http://x", "exec", name, "--", "true"},                // bad URL: scheme
-      {"--url", "redis://127.0.0.1:0", "exec", name, "--", "true"},     // bad URL: port 0
+      {"--url", url, "exec", "--kill-after", "11s", name, "--", "true"},  // > 30 s watchdog / 3
+      {"--url", "http://x", "exec", name, "--", "true"},                  // bad URL: scheme
+      {"--url", "redis://127.0.0.1:0", "exec", name, "--", "true"},       // bad URL: port 0
       {"--url", "redis://127.0.0.1:0", "ping"},
       {"--url", "http://x", "status", name},
-      {"--url", url, "--timeout", "abc", "ping"},                       // bad global duration
-      {"--url", url, "exec", name},                                     // missing command
+      {"--url", url, "--timeout", "abc", "ping"},  // bad global duration
+      {"--url", url, "exec", name},                // missing command
       {"--url", url, "exec", name, "--"},
-      {"--url", url, "exec"},                                           // missing name
-      {"--url", url, "frobnicate", name},                               // unknown subcommand
-      {"--url", url},                                                   // no subcommand
-      {"--url", url, "unlock", name},                                   // unlock without --force
-      {"--url", url, "status", ""},                                     // empty name
+      {"--url", url, "exec"},              // missing name
+      {"--url", url, "frobnicate", name},  // unknown subcommand
+      {"--url", url},                      // no subcommand
+      {"--url", url, "unlock", name},      // unlock without --force
+      {"--url", url, "status", ""},        // empty name
       {"--url", url, "exec", "--no-such-option", name, "--", "true"},
   };
   for (const auto& args : cases) {
@@ -410,6 +493,38 @@ TEST(cli, bad_usage_or_input_exits_64) {
     EXPECT_NE(r.out + r.err, "") << "dlock" << joined << " says why";
   }
   EXPECT_EQ(srv.command({"DBSIZE"}), ":0") << "nothing was locked";
+}
+
+TEST(cli, kill_after_longer_than_a_third_of_the_lease_exits_64) {
+  redis_server srv;
+  const auto name = dlock::test::unique_name("cli-kill-after-usage");
+  struct {
+    std::vector<std::string> args;
+    const char* says;
+  } const cases[] = {
+      {{"--url", srv.url(), "exec", "--kill-after", "10001ms", name, "--", "true"},
+       "longer than a third of the watchdog lease (30000 ms)"},
+      {{"--url", with_query(srv, "watchdog=600ms"), "exec", "--kill-after", "300ms", name, "--",
+        "true"},
+       "longer than a third of the watchdog lease (600 ms)"},
+      {{"--url", srv.url(), "exec", "--lease", "3s", "--kill-after", "1001ms", name, "--", "true"},
+       "longer than a third of the --lease (3000 ms)"},
+      // The default --kill-after (20 ms) plus the 50 ms margin leave a 60 ms lease no time.
+      {{"--url", srv.url(), "exec", "--lease", "60ms", name, "--", "true"}, "too short"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_dlock(c.args);
+    EXPECT_EQ(r.code, std::optional<int>{exit_usage}) << describe(r);
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << "the command did not run";
+  }
+  EXPECT_EQ(srv.command({"DBSIZE"}), ":0") << "refused before anything was locked";
+  // A third exactly is accepted.
+  const auto r = run_dlock({"--url", srv.url(), "exec", "--lease", "3s", "--kill-after", "1s", name,
+                            "--", sh, "-c", "echo ran"});
+  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
+  EXPECT_EQ(r.out, "ran\n");
 }
 
 TEST(cli, an_unreachable_redis_exits_69) {
@@ -455,8 +570,8 @@ TEST(cli, a_wrong_password_exits_69) {
     EXPECT_EQ(r.out.find("ran"), std::string::npos) << "no command ran";
   }
   // The right one works, both ways.
-  auto r = run_dlock({"--url", srv.url(), "--password", "s3cret", "exec", name, "--", sh, "-c",
-                      "echo ran"});
+  auto r = run_dlock(
+      {"--url", srv.url(), "--password", "s3cret", "exec", name, "--", sh, "-c", "echo ran"});
   EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
   EXPECT_EQ(r.out, "ran\n");
   r = run_dlock({"--url", "redis://:s3cret@127.0.0.1:" + port, "ping"});
@@ -509,8 +624,8 @@ TEST(cli, the_command_sees_the_lock_name_and_its_fencing_token) {
   redis_server srv;
   const auto name = dlock::test::unique_name("cli env {x}");  // a space and a hash tag
   EXPECT_EQ(dlock::keys::fencing_counter(name), "redisson_lock_token:" + name)
-      << "hash-tagged names are not braced again (fencing=per-lock)";
-  const std::string counter{dlock::keys::shared_fencing_counter};
+      << "hash-tagged names are not braced again (RFencedLock's counter)";
+  const auto counter = dlock::keys::slot_fencing_counter_of(name);
   // Tokens continue from whatever was issued before, even far ahead of the clock.
   EXPECT_EQ(srv.command({"SET", counter, "8000000000000041"}), "+OK");
   std::uint64_t last = 8000000000000041;
@@ -518,8 +633,9 @@ TEST(cli, the_command_sees_the_lock_name_and_its_fencing_token) {
   ::setenv("DLOCK_NAME", "stale", 1);
   ::setenv("DLOCK_TEST_INHERITED", "kept", 1);
   for (int i = 0; i < 3; ++i) {
-    const auto r = run_dlock({"--url", srv.url(), "exec", name, "--", sh, "-c",
-                              R"(printf '%s|%s|%s\n' "$DLOCK_TEST_INHERITED" "$DLOCK_NAME" "$DLOCK_FENCING_TOKEN")"});
+    const auto r = run_dlock(
+        {"--url", srv.url(), "exec", name, "--", sh, "-c",
+         R"(printf '%s|%s|%s\n' "$DLOCK_TEST_INHERITED" "$DLOCK_NAME" "$DLOCK_FENCING_TOKEN")"});
     ASSERT_EQ(r.code, std::optional<int>{0}) << describe(r);
     const auto first = r.out.find('|');
     const auto bar = r.out.rfind('|');
@@ -534,11 +650,14 @@ TEST(cli, the_command_sees_the_lock_name_and_its_fencing_token) {
   }
   EXPECT_EQ(last, 8000000000000044u) << "counter + 1 each time, while it is ahead of the clock";
   {
-    // Replaced, not added beside the inherited one (a shell reads the last of two; others the first).
+    // Replaced, not added beside the inherited one (a shell reads the last of two; others the
+    // first).
     const auto r = run_dlock({"--url", srv.url(), "exec", name, "--", "env"});
     ASSERT_EQ(r.code, std::optional<int>{0}) << describe(r);
     std::size_t names = 0;
-    for (auto at = r.out.find("DLOCK_NAME="); at != std::string::npos; at = r.out.find("DLOCK_NAME=", at + 1)) ++names;
+    for (auto at = r.out.find("DLOCK_NAME="); at != std::string::npos;
+         at = r.out.find("DLOCK_NAME=", at + 1))
+      ++names;
     EXPECT_EQ(names, 1u) << r.out;
     EXPECT_EQ(r.out.find("DLOCK_NAME=stale"), std::string::npos) << r.out;
   }
@@ -559,10 +678,9 @@ TEST(cli, sigterm_sigint_and_sighup_are_forwarded_and_the_lock_is_released) {
     ASSERT_EQ(d->read_line(10s), std::optional<std::string>{"ready"}) << d->diagnostics();
     EXPECT_EQ(exists(srv, name), ":1");
     ::kill(d->pid(), sig);
-    EXPECT_EQ(d->read_line(5s), std::optional<std::string>{"got-" + sig_name})
-        << d->diagnostics();
-    EXPECT_EQ(d->wait_exit(5s), std::optional<int>{7}) << sig_name << ": the command's code; "
-                                                       << d->diagnostics();
+    EXPECT_EQ(d->read_line(5s), std::optional<std::string>{"got-" + sig_name}) << d->diagnostics();
+    EXPECT_EQ(d->wait_exit(5s), std::optional<int>{7})
+        << sig_name << ": the command's code; " << d->diagnostics();
     EXPECT_EQ(exists(srv, name), ":0") << "released once the command exited (" << sig_name << ")";
     EXPECT_EQ(exists(srv, dlock::keys::holder_info(name)), ":0") << "description removed";
     EXPECT_EQ(d->read_stderr(), "");
@@ -605,7 +723,7 @@ TEST(cli, deleting_the_lock_stops_the_command_and_exits_70) {
   EXPECT_LT(lag, 500ms) << "SIGTERM " << lag.count() << " ms after the DEL";
   EXPECT_EQ(d->wait_exit(5s), std::optional<int>{exit_software}) << d->diagnostics();
   const auto err = d->read_stderr();
-  EXPECT_EQ(count_lines(err), 1u) << err;
+  EXPECT_EQ(dlock_lines(err), 1u) << err;
   EXPECT_NE(err.find("lease lost"), std::string::npos) << err;
   EXPECT_EQ(exists(srv, name), ":0");
   EXPECT_EQ(exists(srv, dlock::keys::holder_info(name)), ":0") << "description removed";
@@ -614,8 +732,8 @@ TEST(cli, deleting_the_lock_stops_the_command_and_exits_70) {
 TEST(cli, redis_stopping_stops_the_command_at_the_lease_deadline_and_exits_70) {
   redis_server srv;
   const auto name = dlock::test::unique_name("cli-lost-stop");
-  dlock_process d{{"--url", with_query(srv, "watchdog=600ms&timeout=200ms"), "exec", name, "--",
-                   sh, "-c", script(traps, 30, "0.02")}};
+  dlock_process d{{"--url", with_query(srv, "watchdog=600ms&timeout=200ms"), "exec", name, "--", sh,
+                   "-c", script(traps, 30, "0.02")}};
   ASSERT_EQ(d->read_line(10s), std::optional<std::string>{"ready"}) << d->diagnostics();
   srv.pause();
   const auto paused_at = steady::now();  // the server stopped before this
@@ -627,16 +745,18 @@ TEST(cli, redis_stopping_stops_the_command_at_the_lease_deadline_and_exits_70) {
   const auto exited_after = ms_since(paused_at);
   srv.resume();
   ASSERT_EQ(line, std::optional<std::string>{"got-TERM"}) << d->diagnostics();
-  // The last renewal confirmed before the stop was sent before it, so the lock could expire in
-  // Redis 600 ms after the stop at the latest; dlock's own deadline is that minus 8 ms of drift.
-  // Slop 200 ms: the shell runs its trap after its current 20 ms nap; scheduling.
-  EXPECT_LT(lag, 800ms) << "SIGTERM " << lag.count() << " ms after Redis stopped (lease 600 ms)";
-  EXPECT_GT(lag, 250ms) << "the lease was trusted while it was valid (it had >= ~390 ms left)";
+  // The last renewal confirmed before the stop was sent at most 200 ms (a renewal period)
+  // before it, so dlock's deadline (that + 600 ms - 8 ms of drift) is 392 to 592 ms after the
+  // stop. SIGTERM comes --kill-after (default 200 ms: a third of the lease) plus the 50 ms
+  // margin before it: 142 to 342 ms after the stop, while the lease is still trusted, not when
+  // it is lost. Slop 150 ms: the shell runs its trap after its current 20 ms nap; scheduling.
+  EXPECT_LT(lag, 500ms) << "SIGTERM " << lag.count() << " ms after Redis stopped (lease 600 ms)";
+  EXPECT_GT(lag, 120ms) << "the lease was trusted while it had more than kill-after + margin";
   EXPECT_EQ(code, std::optional<int>{exit_software}) << d->diagnostics();
   EXPECT_LT(exited_after, 6s);
   const auto err = d->read_stderr();
-  EXPECT_EQ(count_lines(err), 1u) << err;
-  EXPECT_NE(err.find("lease lost"), std::string::npos) << err;
+  EXPECT_EQ(dlock_lines(err), 1u) << err;
+  EXPECT_NE(err.find("not renewed in time"), std::string::npos) << err;
   EXPECT_EQ(exists(srv, name), ":0") << "expired while Redis was stopped";
 }
 
@@ -646,8 +766,8 @@ TEST(cli, redis_stopping_stops_the_command_at_the_lease_deadline_and_exits_70) {
 TEST(cli, a_hanging_redis_call_does_not_delay_stopping_the_command) {
   redis_server srv;
   const auto name = dlock::test::unique_name("cli-lost-slow");
-  dlock_process d{{"--url", with_query(srv, "watchdog=600ms&timeout=2s"), "exec", name, "--",
-                   sh, "-c", script(traps, 30, "0.02")}};
+  dlock_process d{{"--url", with_query(srv, "watchdog=600ms&timeout=2s"), "exec", name, "--", sh,
+                   "-c", script(traps, 30, "0.02")}};
   ASSERT_EQ(d->read_line(10s), std::optional<std::string>{"ready"}) << d->diagnostics();
   srv.pause();
   const auto paused_at = steady::now();
@@ -678,34 +798,102 @@ TEST(cli, a_fixed_lease_is_not_renewed_and_outliving_it_counts_as_losing_it) {
   EXPECT_GT(pttl, 0);
   EXPECT_LE(pttl, 300) << "the fixed lease";
   EXPECT_EQ(d->read_line(5s), std::optional<std::string>{"got-TERM"}) << d->diagnostics();
-  // Trusted until sent + 300 ms - 5 ms of drift: not before, and stopped at once after.
-  EXPECT_GE(ms_since(started), 290ms) << "the lease was trusted while it was valid";
-  EXPECT_LT(ms_since(ready_at), 300ms + 200ms) << "slop 200 ms: the shell's 20 ms nap; scheduling";
+  // Trusted until sent + 300 ms - 5 ms of drift; SIGTERM --kill-after (default 100 ms, a third)
+  // plus the 50 ms margin before that: at sent + 145 ms, so the command is stopped before the
+  // lease ends rather than after.
+  EXPECT_GE(ms_since(started), 140ms) << "the lease was trusted while it had time left";
+  EXPECT_LT(ms_since(ready_at), 300ms) << "SIGTERM before the lease ended";
   EXPECT_EQ(d->wait_exit(5s), std::optional<int>{exit_software}) << d->diagnostics();
   const auto err = d->read_stderr();
-  EXPECT_EQ(count_lines(err), 1u) << err;
-  EXPECT_NE(err.find("lease lost"), std::string::npos) << err;
-  EXPECT_EQ(exists(srv, name), ":0");
+  EXPECT_EQ(dlock_lines(err), 1u) << err;
+  EXPECT_NE(err.find("the --lease of 300 ms (a limit on the run time) ends in"), std::string::npos)
+      << err;
+  EXPECT_TRUE(dlock::test::wait_until([&] { return exists(srv, name) == ":0"; }, 2s));
 }
 
-TEST(cli, kill_after_sigkills_a_command_that_ignores_sigterm) {
+TEST(cli, a_fixed_lease_sigkills_a_command_ignoring_sigterm_before_the_lease_ends) {
+  redis_server srv;
+  const auto name = dlock::test::unique_name("cli-lease-kill");
+  dlock_process d{
+      {"--url", srv.url(), "exec", "--lease", "3s", name, "--", sh, "-c", stubborn_command(15)}};
+  pid_t sleep_pid = -1;
+  const pid_t group = read_stubborn_pids(d, sleep_pid);
+  ASSERT_GT(group, 0) << d->diagnostics();
+  // Redis drops the lock at lease_end at the latest.
+  const auto pttl = milliseconds{std::stoll(srv.command({"PTTL", name}).substr(1))};
+  const auto lease_end = steady::now() + pttl;
+  EXPECT_GT(pttl, 2500ms);
+  EXPECT_EQ(process_group(group), group) << "the command leads a process group of its own";
+  EXPECT_EQ(process_group(sleep_pid), group) << "and what it starts is in it";
+
+  // dlock trusts the lease until about lease_end - 32 ms (drift); SIGTERM comes --kill-after
+  // (default 1 s, a third of the lease) plus the 50 ms margin before that, SIGKILL 50 ms before.
+  EXPECT_EQ(d->read_line(5s), std::optional<std::string>{"got-TERM"}) << d->diagnostics();
+  const auto termed_at = steady::now();
+  EXPECT_LT(termed_at, lease_end - 1000ms) << "SIGTERM at least --kill-after before the end, "
+                                           << (lease_end - termed_at) / 1ms << " ms before";
+  EXPECT_GT(termed_at, lease_end - 1400ms) << "not before the lease ran short";
+  ASSERT_TRUE(dlock::test::wait_until([&] { return running_in_group(group).empty(); }, 5s))
+      << d->diagnostics();
+  const auto gone_at = steady::now();
+  EXPECT_LT(gone_at, lease_end) << "the group was killed " << (gone_at - lease_end) / 1ms
+                                << " ms after the lease ended";
+  EXPECT_GE(gone_at - termed_at, 900ms) << "--kill-after between SIGTERM and SIGKILL";
+  EXPECT_EQ(d->wait_exit(5s), std::optional<int>{exit_software}) << d->diagnostics();
+  EXPECT_EQ(d->read_to_eof(1s), "") << "got one SIGTERM, and nothing after the SIGKILL";
+  const auto err = d->read_stderr();
+  EXPECT_EQ(dlock_lines(err), 1u) << err;
+  EXPECT_NE(err.find("--lease of 3000 ms"), std::string::npos) << err;
+  EXPECT_TRUE(dlock::test::wait_until([&] { return exists(srv, name) == ":0"; }, 2s));
+}
+
+// A lease with too little trust left when the command is about to start (here: every byte to
+// and from Redis 200 ms late, so acquiring and describing the holder ate 800 ms of a 1 s lease)
+// is given back and the command is not run.
+TEST(cli, exec_does_not_start_the_command_on_a_lease_without_enough_trust_left) {
+  redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  proxy.delay(dlock::test::direction::both, 200ms);
+  const auto url = "redis://127.0.0.1:" + std::to_string(proxy.port()) + "?connect_timeout=10s";
+  const auto name = dlock::test::unique_name("cli-no-trust");
+  auto r = run_dlock({"--url", url, "exec", "--lease", "1s", name, "--", sh, "-c", "echo ran"});
+  EXPECT_EQ(r.code, std::optional<int>{exit_software}) << describe(r);
+  EXPECT_EQ(r.out, "") << "the command did not run";
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("not starting the command"), std::string::npos) << r.err;
+  EXPECT_TRUE(dlock::test::wait_until([&] { return exists(srv, name) == ":0"; }, 3s));
+  // The same delays with a lease that has room: it runs.
+  r = run_dlock({"--url", url, "exec", "--lease", "5s", name, "--", sh, "-c", "echo ran"});
+  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
+  EXPECT_EQ(r.out, "ran\n");
+}
+
+TEST(cli, a_lost_lease_sigterms_then_sigkills_the_process_group_before_the_deadline) {
   redis_server srv;
   const auto name = dlock::test::unique_name("cli-kill-after");
-  dlock_process d{{"--url", with_query(srv, "watchdog=600ms"), "exec", "--kill-after", "300ms",
-                   name, "--", sh, "-c", script("trap '' TERM;", 20)}};
-  ASSERT_EQ(d->read_line(10s), std::optional<std::string>{"ready"}) << d->diagnostics();
-  // Taken away with `dlock unlock --force` this time.
+  // watchdog 1500 ms: renewed every 500 ms, trusted for 1483 ms after each renewal was sent.
+  dlock_process d{{"--url", with_query(srv, "watchdog=1500ms"), "exec", "--kill-after", "400ms",
+                   name, "--", sh, "-c", stubborn_command(15)}};
+  pid_t sleep_pid = -1;
+  const pid_t group = read_stubborn_pids(d, sleep_pid);
+  ASSERT_GT(group, 0) << d->diagnostics();
+  EXPECT_EQ(process_group(sleep_pid), group);
+  // Taken away with `dlock unlock --force`; the lease was trusted until 1483 ms from now at most.
   const auto taken_at = steady::now();
   const auto u = run_dlock({"--url", srv.url(), "unlock", "--force", name});
   EXPECT_EQ(u.code, std::optional<int>{0}) << describe(u);
-  const auto code = d->wait_exit(5s);
-  const auto took = ms_since(taken_at);
-  EXPECT_EQ(code, std::optional<int>{exit_software}) << d->diagnostics();
-  // Lost at the next renewal (<= 200 ms), SIGTERM ignored, SIGKILL 300 ms later.
-  EXPECT_GE(took, 300ms) << "SIGKILL only --kill-after the SIGTERM";
-  EXPECT_LT(took, 1500ms) << "--kill-after 300ms, not the 10 s default";
+  // Lost at the next renewal (<= 500 ms): SIGTERM at once; ignored; SIGKILL 400 ms later.
+  EXPECT_EQ(d->read_line(5s), std::optional<std::string>{"got-TERM"}) << d->diagnostics();
+  const auto termed_at = steady::now();
+  EXPECT_LT(termed_at - taken_at, 700ms) << "SIGTERM as soon as the loss was seen";
+  ASSERT_TRUE(dlock::test::wait_until([&] { return running_in_group(group).empty(); }, 5s))
+      << d->diagnostics();
+  const auto gone_at = steady::now();
+  EXPECT_GE(gone_at - termed_at, 350ms) << "SIGKILL only --kill-after the SIGTERM";
+  EXPECT_LT(gone_at - taken_at, 1483ms - 50ms) << "dead before the old lease's trust deadline";
+  EXPECT_EQ(d->wait_exit(5s), std::optional<int>{exit_software}) << d->diagnostics();
   const auto err = d->read_stderr();
-  EXPECT_EQ(count_lines(err), 1u) << err;
+  EXPECT_EQ(dlock_lines(err), 1u) << err;
   EXPECT_NE(err.find("lease lost"), std::string::npos) << err;
   EXPECT_EQ(exists(srv, name), ":0");
 }
@@ -762,8 +950,9 @@ TEST(cli, concurrent_execs_on_one_name_never_overlap) {
         << " overlap";
     EXPECT_LT(sections[i - 1].second, sections[i].second) << "tokens increase in lock order";
   }
-  EXPECT_EQ(srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}}),
-            std::to_string(sections.back().second)) << "the last token issued";
+  EXPECT_EQ(srv.command({"GET", dlock::keys::slot_fencing_counter_of(name)}),
+            std::to_string(sections.back().second))
+      << "the last token issued";
   EXPECT_EQ(exists(srv, name), ":0");
 }
 
@@ -773,7 +962,7 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
   redis_server srv;
   const auto name = dlock::test::unique_name("cli-status");
   const std::vector<std::string> top_keys = {
-      "name", "held", "holders", "remaining_lease_ms", "fencing_counter", "subscribers"};
+      "name", "held", "holders", "remaining_lease_ms", "fencing_counter", "queued", "subscribers"};
 
   // Never used.
   auto r = run_dlock({"--url", srv.url(), "status", "--json", name});
@@ -789,10 +978,11 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
     EXPECT_TRUE(j.at("holders").items.empty());
     EXPECT_EQ(j.at("remaining_lease_ms").integer(), 0);
     EXPECT_EQ(j.at("fencing_counter").integer(), 0);
+    EXPECT_EQ(j.at("queued").integer(), 0);
     EXPECT_EQ(j.at("subscribers").integer(), 0);
   }
 
-  // Held by a dlock exec, with one more waiting.
+  // Held by a dlock exec, with one more waiting (queued by its attempt, then subscribed).
   const std::string cmd = "echo ready $DLOCK_FENCING_TOKEN; exec sleep 30";
   const auto before_ms = unix_ms_now();
   // -v: its progress on stderr, in the diagnostics should it not become ready.
@@ -834,6 +1024,7 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
     EXPECT_GT(j.at("remaining_lease_ms").integer(), 0);
     EXPECT_LE(j.at("remaining_lease_ms").integer(), 30000) << "the 30 s watchdog lease";
     EXPECT_EQ(j.at("fencing_counter").text, token) << "the holder's token";
+    EXPECT_EQ(j.at("queued").integer(), 1) << "the waiting dlock";
     EXPECT_EQ(j.at("subscribers").integer(), 1) << "the waiting dlock";
   }
   r = run_dlock({"--url", srv.url(), "status", name});
@@ -844,6 +1035,7 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("fencing counter: " + token + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dlock waiters queued: 1\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("waiting subscribers: 1\n"), std::string::npos) << r.out;
 
   // Released: the waiter runs (taking the next token) and exits.
@@ -863,11 +1055,13 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
     EXPECT_EQ(j.at("remaining_lease_ms").integer(), 0);
     EXPECT_GT(std::stoull(j.at("fencing_counter").text), std::stoull(token))
         << "the last token issued (the waiter's) stays";
+    EXPECT_EQ(j.at("queued").integer(), 0) << "the waiter left the queue with the hold";
     EXPECT_EQ(j.at("subscribers").integer(), 0);
   }
   r = run_dlock({"--url", srv.url(), "status", name});
   EXPECT_EQ(r.code, std::optional<int>{1}) << describe(r);
   EXPECT_EQ(r.out.rfind(name + ": free\n", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find("dlock waiters queued"), std::string::npos) << "none: " << r.out;
 
   // Held twice by a dlock::mutex, which does not describe itself: owner and count only.
   dlock::client c{dlock::test::config_for(srv)};
@@ -888,42 +1082,35 @@ TEST(cli, status_json_and_text_while_held_and_while_free) {
   m.unlock();
   m.unlock();
 
-  // Kept for a woken waiter (a hand-off, as mutex_release.lua leaves it): held, by no holder.
-  srv.command({"HSET", name, std::string{dlock::keys::handoff_field}, "4294967297"});
+  // Handed to a queued waiter whose attempt has not come yet (as mutex_release.lua leaves it:
+  // the waiter's owner field at 1, its record `g <token>`), with two more dlock waiters queued:
+  // held by that owner, and the two counted.
+  const auto queue = dlock::keys::waiter_queue(name);
+  const auto records = dlock::keys::waiter_records(name);
+  srv.command({"HSET", name, "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7", "1"});
   srv.command({"PEXPIRE", name, "60000"});
+  srv.command({"HSET", records, "4294967297", "g 12"});
+  srv.command({"ZADD", queue, "1700000000000001", "4294967298", "1700000000000002", "4294967299"});
   r = run_dlock({"--url", srv.url(), "status", "--json", name});
   EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
   {
     const auto j = parse_json(r.out);
-    EXPECT_EQ(j.keys(), (std::vector<std::string>{"name", "held", "holders", "handoff_ticket",
-                                                  "remaining_lease_ms", "fencing_counter",
-                                                  "subscribers"}));
+    EXPECT_EQ(j.keys(), top_keys);
     EXPECT_TRUE(j.at("held").boolean);
-    EXPECT_TRUE(j.at("holders").items.empty());
-    EXPECT_EQ(j.at("handoff_ticket").text, "4294967297");
+    ASSERT_EQ(j.at("holders").items.size(), 1u) << r.out;
+    EXPECT_EQ(j.at("holders").items[0].at("owner").text, "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7");
+    EXPECT_EQ(j.at("holders").items[0].at("count").integer(), 1);
     EXPECT_GT(j.at("remaining_lease_ms").integer(), 50000);
+    EXPECT_EQ(j.at("queued").integer(), 2);
   }
   r = run_dlock({"--url", srv.url(), "status", name});
   EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
   EXPECT_EQ(r.out.rfind(name + ": held\n", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("being handed off to waiter 4294967297"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("holder "), std::string::npos) << r.out;
-
-  // Granted to a waiter, not yet confirmed (as mutex_release.lua grants it): held by that
-  // waiter's owner field; the marker is no holder.
-  srv.command({"DEL", name});
-  srv.command({"HSET", name, "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7", "1",
-               std::string{dlock::keys::grant_field}, "4294967297 1700000000000000"});
-  srv.command({"PEXPIRE", name, "60000"});
-  r = run_dlock({"--url", srv.url(), "status", "--json", name});
-  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
-  {
-    const auto j = parse_json(r.out);
-    EXPECT_TRUE(j.at("held").boolean);
-    ASSERT_EQ(j.at("holders").items.size(), 1u) << r.out;
-    EXPECT_EQ(j.at("holders").items[0].at("owner").text, "0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7");
-    EXPECT_EQ(j.keys(), top_keys) << "no hand-off ticket";
-  }
+  EXPECT_NE(r.out.find("holder 0b9f4a2c-5d1e-4f3a-9c7b-2e8d6f1a3b5c:7 (count 1)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("dlock waiters queued: 2\n"), std::string::npos) << r.out;
+  srv.command({"DEL", queue, records});
   srv.command({"DEL", name});
 }
 
@@ -935,8 +1122,8 @@ TEST(cli, unlock_force_wakes_a_waiting_exec_at_once) {
   dlock::client c{dlock::test::config_for(srv)};  // watchdog lease 30 s, waiter recheck 3 s
   dlock::mutex m{c, name};
   m.lock();
-  dlock_process waiter{{"--url", srv.url(), "exec", name, "--", sh, "-c",
-                        "echo acquired $(date +%s%N)"}};
+  dlock_process waiter{
+      {"--url", srv.url(), "exec", name, "--", sh, "-c", "echo acquired $(date +%s%N)"}};
   const auto channel = dlock::keys::lock_channel(name);
   ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv, channel) == 1; }, 10s))
       << "the waiter subscribed; " << waiter->diagnostics();
@@ -986,8 +1173,8 @@ TEST(cli, ping_warns_about_a_policy_that_evicts_lock_keys) {
   redis_server srv{{.extra_args = {"--maxmemory-policy", "allkeys-lru"}}};
   child_process p{dlock_argv({"--url", srv.url(), "ping"})};
   const auto out = p.read_to_eof(10s);
-  EXPECT_EQ(p.wait_exit(10s), std::optional<int>{0}) << "a warning, not an error; "
-                                                      << p.diagnostics();
+  EXPECT_EQ(p.wait_exit(10s), std::optional<int>{0})
+      << "a warning, not an error; " << p.diagnostics();
   EXPECT_NE(out.find("redis_version: "), std::string::npos) << out;
   EXPECT_NE(out.find("\nmaxmemory-policy: allkeys-lru\n"), std::string::npos) << out;
   const auto err = p.read_stderr();

@@ -1,28 +1,27 @@
 // The command connection against a real redis-server: pipelining from many threads, coroutines
 // and futures, reconnects, timeouts, the blocking bridge and shutdown.
-#include <gtest/gtest.h>
-
-#include <asio/co_spawn.hpp>
-#include <asio/post.hpp>
-#include <asio/detached.hpp>
-#include <asio/experimental/as_tuple.hpp>
-#include <asio/use_awaitable.hpp>
-#include <asio/use_future.hpp>
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/post.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
 #include <atomic>
 #include <future>
 #include <thread>
 
 #include "dlock/client.hpp"
 #include "dlock/mutex.hpp"
+#include "queued_waiter.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
-#include "queued_waiter.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -32,8 +31,8 @@ using dlock::errc;
 namespace {
 
 using dlock::test::config_for;
+using dlock::test::impl;
 using dlock::test::numsub;
-
 
 // Retries ping until it succeeds or `limit` passes (reconnects take a backoff step or two).
 bool ping_within(dlock::client& c, std::chrono::milliseconds limit) {
@@ -101,31 +100,26 @@ TEST(connection, pipelines_many_threads_and_matches_every_reply) {
   EXPECT_EQ(matched, threads * per_thread);
   EXPECT_EQ(mismatched, 0);
   EXPECT_EQ(failed, 0);
-  EXPECT_EQ(c.impl().connection().connects(), 1u) << "no reconnect expected";
+  EXPECT_EQ(impl(c).connection().connects(), 1u) << "no reconnect expected";
   // Requests submitted while a write is in progress leave together in the next one.
-  EXPECT_LT(c.impl().connection().writes(), threads * per_thread / 4)
-      << "writes were not coalesced";
+  EXPECT_LT(impl(c).connection().writes(), threads * per_thread / 4) << "writes were not coalesced";
 }
 
 // Many requests submitted by handlers on the strand in one turn (an asynchronous program's
 // next commands, made by the replies of one read) leave before the turn ends, in order, so the
 // server starts on them while the rest are made (connection::early_write_batch).
-// With one I/O thread the client's handlers run on the io_context's own executor, with several
-// on a strand of it (transport::make_executor): both.
-void submits_many_in_one_turn(unsigned io_threads) {
+TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
   // Before the client: its handlers refer to these until it has stopped.
   constexpr int n = 64;
   std::promise<std::uint64_t> writes_in_turn;
   std::promise<void> all_done;
   int next = 0, out_of_order = 0, failed = 0;  // strand only
   dlock::test::redis_server srv;
-  auto cfg = config_for(srv);
-  cfg.io_threads = io_threads;
-  dlock::client c{cfg};
+  dlock::client c{config_for(srv)};
   c.ping();
-  auto& conn = c.impl().connection();
+  auto& conn = impl(c).connection();
   const auto before = conn.writes();
-  asio::post(c.impl().strand(), [&] {
+  asio::post(impl(c).strand(), [&] {
     for (int i = 0; i < n; ++i) {
       conn.submit(dlock::resp::encode_command({"ECHO", std::to_string(i)}), 5s,
                   [&, i](std::error_code ec, dlock::reply r) {
@@ -143,52 +137,6 @@ void submits_many_in_one_turn(unsigned io_threads) {
   EXPECT_LT(conn.writes() - before, 16u) << "still batched, not a write per request";
 }
 
-TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order) {
-  submits_many_in_one_turn(1);
-}
-
-TEST(connection, a_strand_turn_that_submits_many_writes_early_and_in_order_with_several_io_threads) {
-  submits_many_in_one_turn(3);
-}
-
-// An operation's step posted to the strand (client_impl::post_start) sends what it submitted
-// when it ends: a probe that the step posts ahead of the submit's own posted flush sees the
-// write (without post_start it sees none). Steps queued together are not sent one by one: the
-// last of them sends what they all submitted, in one write (one write per step would make two:
-// the first step's, then the rest after it).
-TEST(connection, a_posted_step_sends_its_request_when_it_ends_and_steps_queued_together_share_a_write) {
-  // Before the client: what its strand runs refers to these until the client has stopped.
-  std::atomic<int> answered{0};
-  std::atomic<std::uint64_t> before{0};
-  std::promise<std::uint64_t> alone;
-  dlock::test::redis_server srv;
-  dlock::client c{config_for(srv)};
-  c.ping();
-  auto& impl = c.impl();
-  auto& conn = impl.connection();
-  auto ping = [&] {
-    conn.submit(dlock::resp::encode_command({"PING"}), 5s, [&](std::error_code ec, dlock::reply) {
-      if (!ec) ++answered;
-    });
-  };
-  ASSERT_TRUE(impl.post_if_running([&] {
-    before = conn.writes();
-    asio::post(impl.strand(), [&] { alone.set_value(conn.writes() - before); });  // ahead of the flush
-    ping();
-  }));
-  auto written = alone.get_future();
-  ASSERT_EQ(written.wait_for(5s), std::future_status::ready);
-  EXPECT_EQ(written.get(), 1u) << "the step's request left when the step ended";
-  ASSERT_TRUE(dlock::test::wait_until([&] { return answered.load() == 1; }, 5s));
-
-  asio::post(impl.strand(), [&] {
-    before = conn.writes();
-    for (int i = 0; i < 3; ++i) EXPECT_TRUE(impl.post_if_running(ping));
-  });
-  ASSERT_TRUE(dlock::test::wait_until([&] { return answered.load() == 4; }, 5s));
-  EXPECT_EQ(conn.writes() - before.load(), 1u) << "three steps queued together, one write";
-}
-
 // Handlers that the pipeline runs while it walks its queues (here: requests timing out against
 // a stopped server) may submit many requests: those wait for the posted flush instead of
 // being written into the queue being walked (connection::completing_) — no write happens
@@ -200,23 +148,25 @@ TEST(connection, handlers_run_by_an_expiring_walk_may_submit_many) {
   cfg.connect_timeout = 200ms;
   dlock::client c{cfg};
   ASSERT_TRUE(ping_within(c, 5s));
-  auto& conn = c.impl().connection();
+  auto& conn = impl(c).connection();
   constexpr int first = 12, each = 12;
   std::atomic<int> timed_out{0}, second_done{0}, second_ok{0}, written_in_walk{0};
   srv.pause();
-  asio::post(c.impl().strand(), [&] {
+  asio::post(impl(c).strand(), [&] {
     for (int i = 0; i < first; ++i) {
-      conn.submit(dlock::resp::encode_command({"PING"}), 200ms, [&](std::error_code ec, dlock::reply) {
-        if (ec) ++timed_out;
-        const auto writes_before = conn.writes();
-        for (int j = 0; j < each; ++j) {
-          conn.submit(dlock::resp::encode_command({"PING"}), 10s, [&](std::error_code e2, dlock::reply) {
-            if (!e2) ++second_ok;
-            ++second_done;
-          });
-        }
-        if (conn.writes() != writes_before) ++written_in_walk;
-      });
+      conn.submit(dlock::resp::encode_command({"PING"}), 200ms,
+                  [&](std::error_code ec, dlock::reply) {
+                    if (ec) ++timed_out;
+                    const auto writes_before = conn.writes();
+                    for (int j = 0; j < each; ++j) {
+                      conn.submit(dlock::resp::encode_command({"PING"}), 10s,
+                                  [&](std::error_code e2, dlock::reply) {
+                                    if (!e2) ++second_ok;
+                                    ++second_done;
+                                  });
+                    }
+                    if (conn.writes() != writes_before) ++written_in_walk;
+                  });
     }
   });
   ASSERT_TRUE(dlock::test::wait_until([&] { return timed_out.load() == first; }, 5s));
@@ -288,7 +238,7 @@ TEST(connection, reconnects_after_server_restart) {
   ASSERT_TRUE(ping_within(c, 5s));
   srv.restart();
   EXPECT_TRUE(ping_within(c, 10s));
-  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().connection().connects() >= 2; }, 5s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return impl(c).connection().connects() >= 2; }, 5s));
 }
 
 TEST(connection, reconnects_after_client_kill) {
@@ -297,7 +247,7 @@ TEST(connection, reconnects_after_client_kill) {
   ASSERT_TRUE(ping_within(c, 5s));
   srv.command({"CLIENT", "KILL", "TYPE", "normal"});
   EXPECT_TRUE(ping_within(c, 10s));
-  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().connection().connects() >= 2; }, 5s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return impl(c).connection().connects() >= 2; }, 5s));
   EXPECT_EQ(c.execute({"ECHO", "after"}).str(), "after");
 }
 
@@ -369,14 +319,16 @@ TEST(connection, idle_health_check_pings_and_detects_a_stopped_server) {
 
   srv.pause();
   // Idle connections find out by themselves (interval + command timeout) and drop.
-  EXPECT_TRUE(dlock::test::wait_until([&] { return !c.impl().connection().connected(); }, 3s));
-  EXPECT_TRUE(dlock::test::wait_until([&] { return !c.impl().subscriber().connected(); }, 3s));
-  const auto connects = c.impl().connection().connects();
-  const auto sub_connects = c.impl().subscriber().connects();
+  EXPECT_TRUE(dlock::test::wait_until([&] { return !impl(c).connection().connected(); }, 3s));
+  EXPECT_TRUE(dlock::test::wait_until([&] { return !impl(c).subscriber().connected(); }, 3s));
+  const auto connects = impl(c).connection().connects();
+  const auto sub_connects = impl(c).subscriber().connects();
   srv.resume();
-  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().connection().connects() > connects; }, 5s));
-  EXPECT_TRUE(dlock::test::wait_until([&] { return c.impl().subscriber().connects() > sub_connects; }, 5s));
-  EXPECT_TRUE(c.impl().connection().connected());
+  EXPECT_TRUE(
+      dlock::test::wait_until([&] { return impl(c).connection().connects() > connects; }, 5s));
+  EXPECT_TRUE(
+      dlock::test::wait_until([&] { return impl(c).subscriber().connects() > sub_connects; }, 5s));
+  EXPECT_TRUE(impl(c).connection().connected());
 }
 
 TEST(connection, shutdown_completes_pending_calls_with_shutdown) {
@@ -416,7 +368,8 @@ int sockets_of(pid_t pid) {
   while (const dirent* e = ::readdir(d)) {
     char target[256];
     const auto len = ::readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
-    if (len > 0 && std::string_view{target, static_cast<std::size_t>(len)}.starts_with("socket:")) ++n;
+    if (len > 0 && std::string_view{target, static_cast<std::size_t>(len)}.starts_with("socket:"))
+      ++n;
   }
   ::closedir(d);
   return n;
@@ -424,19 +377,18 @@ int sockets_of(pid_t pid) {
 
 // A child the application starts (fork and exec) must not keep the client's connections open:
 // after this process died, Redis would still see a live client, and its subscriber would go on
-// hearing grants for waiters that are gone. Every connection is up here: the command
-// connection, the caller's channel, and the subscriber of a waiting lock.
+// hearing hand-offs for waiters that are gone. Every connection is up here: each client's command
+// connection and subscriber (the waiter's subscribed to its lock's channels).
 TEST(connection, a_child_process_inherits_none_of_the_clients_connections) {
   dlock::test::holder_and_waiter l;
   auto& [srv, name, holder, waiter, h, w] = l;
-  // Both command connections up first: a call made while its client still connects goes through
-  // the strand, not the caller's channel (slow builds, e.g. ASan, got there before the handshake).
+  // Both command connections up first.
   holder.ping();
   waiter.ping();
   h.lock();
   auto t = l.b_takes_and_releases();
   dlock::test::await_queued_waiter(srv, waiter, name);  // its subscriber is up and subscribed
-  ASSERT_GE(sockets_of(::getpid()), 5) << "both clients' connections are open in this process";
+  ASSERT_GE(sockets_of(::getpid()), 4) << "both clients' connections are open in this process";
   pid_t child = -1;
   char sleep_path[] = "/bin/sleep", sleep_arg[] = "30";
   char* args[] = {sleep_path, sleep_arg, nullptr};

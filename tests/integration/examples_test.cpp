@@ -13,8 +13,8 @@ TEST_P(examples, run_against_a_real_server) {
   dlock::test::redis_server srv;
   ::setenv("DLOCK_URL", srv.url().c_str(), 1);
   std::string out;
-  const int rc = dlock::test::run_program({std::string(DLOCK_EXAMPLES_DIR) + "/example_" + GetParam()},
-                                          std::chrono::seconds{30}, &out);
+  const int rc = dlock::test::run_program(
+      {std::string(DLOCK_EXAMPLES_DIR) + "/example_" + GetParam()}, std::chrono::seconds{30}, &out);
   EXPECT_EQ(rc, 0) << out;
 }
 

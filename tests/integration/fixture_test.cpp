@@ -1,20 +1,20 @@
 // The real-server fixture itself: start, admin commands, pause/resume, restart, kill, TLS
 // material and servers, password and ACL servers, several servers at once.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <netinet/in.h>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <sys/socket.h>
-#include <sys/types.h>
 #include <thread>
-#include <unistd.h>
 
 #include "support/redis_server.hpp"
 
@@ -34,8 +34,11 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 
 // `openssl s_client` against the server; true when the handshake (and verification) succeeds.
 bool s_client_ok(std::uint16_t port, std::vector<std::string> extra, std::string* out = nullptr) {
-  std::vector<std::string> argv{"openssl", "s_client", "-connect",
-                                "127.0.0.1:" + std::to_string(port), "-verify_return_error",
+  std::vector<std::string> argv{"openssl",
+                                "s_client",
+                                "-connect",
+                                "127.0.0.1:" + std::to_string(port),
+                                "-verify_return_error",
                                 "-brief"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return dlock::test::run_program(argv, 20s, out) == 0;
@@ -265,8 +268,7 @@ TEST(fixture, acl_file_server_uses_the_admin_user) {
       srv.command({"SET", "other", "1"}, {.username = "app", .password = "apppw"}), "-NOPERM"));
   // A restart rewrites the ACL file from the options: the user made at run time is gone.
   srv.restart();
-  EXPECT_THROW(srv.command({"PING"}, {.username = "app", .password = "apppw"}),
-               std::runtime_error);
+  EXPECT_THROW(srv.command({"PING"}, {.username = "app", .password = "apppw"}), std::runtime_error);
   EXPECT_EQ(srv.command({"ACL", "WHOAMI"}), "admin");
 }
 
@@ -302,13 +304,12 @@ TEST(fixture, tls_server_with_generated_material) {
   std::string out;
   EXPECT_TRUE(s_client_ok(srv.port(), {"-CAfile", m.ca_cert, "-verify_ip", "127.0.0.1"}, &out))
       << out;
-  EXPECT_TRUE(s_client_ok(srv.port(), {"-CAfile", m.ca_cert, "-verify_hostname", "localhost"},
-                          &out))
+  EXPECT_TRUE(
+      s_client_ok(srv.port(), {"-CAfile", m.ca_cert, "-verify_hostname", "localhost"}, &out))
       << out;
   EXPECT_FALSE(s_client_ok(srv.port(), {"-CAfile", m.wrong_ca_cert}, &out)) << out;
-  EXPECT_FALSE(s_client_ok(srv.port(), {"-CAfile", m.ca_cert, "-verify_hostname",
-                                        "elsewhere.invalid"},
-                           &out))
+  EXPECT_FALSE(s_client_ok(srv.port(),
+                           {"-CAfile", m.ca_cert, "-verify_hostname", "elsewhere.invalid"}, &out))
       << out;
 
   // The other-host certificate chains to the CA but names only elsewhere.invalid.
@@ -317,9 +318,8 @@ TEST(fixture, tls_server_with_generated_material) {
                       .tls_key_file = m.other_host_key,
                       .tls_ca_file = m.ca_cert}};
   EXPECT_TRUE(s_client_ok(other.port(), {"-CAfile", m.ca_cert}, &out)) << out;
-  EXPECT_TRUE(s_client_ok(other.port(), {"-CAfile", m.ca_cert, "-verify_hostname",
-                                         "elsewhere.invalid"},
-                          &out))
+  EXPECT_TRUE(s_client_ok(other.port(),
+                          {"-CAfile", m.ca_cert, "-verify_hostname", "elsewhere.invalid"}, &out))
       << out;
   EXPECT_FALSE(s_client_ok(other.port(), {"-CAfile", m.ca_cert, "-verify_ip", "127.0.0.1"}, &out))
       << out;
@@ -343,14 +343,15 @@ TEST(fixture, tls_server_with_client_certificates_and_a_plain_admin_port) {
 
   std::string out;
   // TLS 1.2 so that a rejected client certificate fails the handshake itself.
-  EXPECT_TRUE(s_client_ok(srv.port(), {"-tls1_2", "-CAfile", m.ca_cert, "-cert", m.client_cert,
-                                       "-key", m.client_key},
-                          &out))
+  EXPECT_TRUE(s_client_ok(
+      srv.port(), {"-tls1_2", "-CAfile", m.ca_cert, "-cert", m.client_cert, "-key", m.client_key},
+      &out))
       << out;
   EXPECT_FALSE(s_client_ok(srv.port(), {"-tls1_2", "-CAfile", m.ca_cert}, &out)) << out;
-  EXPECT_FALSE(s_client_ok(srv.port(), {"-tls1_2", "-CAfile", m.ca_cert, "-cert",
-                                        m.wrong_client_cert, "-key", m.wrong_client_key},
-                           &out))
+  EXPECT_FALSE(s_client_ok(
+      srv.port(),
+      {"-tls1_2", "-CAfile", m.ca_cert, "-cert", m.wrong_client_cert, "-key", m.wrong_client_key},
+      &out))
       << out;
 
   const auto port = srv.port(), admin = srv.plain_port();

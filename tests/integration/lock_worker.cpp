@@ -11,12 +11,21 @@
 //   dlock_lock_worker rmw URL NAME FILE COUNT
 //       COUNT times: lock(); read "<value> <last token>" from FILE; check the fencing token is
 //       larger than the last one written; write "<value + 1> <token>"; unlock(). Exits 0.
+//   dlock_lock_worker loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] [--log FILE]
+//       prints "ready" once connected and waits for EOF on stdin (so that several processes
+//       start together); then for N seconds (default 6): try_lock_until(the end); hold N ms
+//       (default 1); unlock(); pause N ms (default 0). With --log, appends "<start ns> <end ns>"
+//       (CLOCK_MONOTONIC, taken after lock() returned and before unlock() was called: inside the
+//       hold) per acquisition to FILE, written at the end. Prints "count <acquisitions>" and
+//       "max_lock_ms <longest lock()>".
 //
 // Errors: a message on stderr and a non-zero exit (2 usage, 3 lock errors, 4 file errors, 5 a
 // broken invariant: the file was seen empty or a fencing token went backwards).
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +39,8 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
@@ -38,9 +49,7 @@
 
 namespace {
 
-void say(const std::string& line) {
-  std::cout << line << '\n' << std::flush;
-}
+void say(const std::string& line) { std::cout << line << '\n' << std::flush; }
 
 [[noreturn]] void fail(int code, const std::string& what) {
   std::cerr << "dlock_lock_worker: " << what << '\n' << std::flush;
@@ -147,10 +156,51 @@ int rmw(const std::string& url, const std::string& name, const std::string& path
   return 0;
 }
 
+std::int64_t monotonic_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+int loop(const std::string& url, const std::string& name, long hold_ms, long pause_ms,
+         double duration_s, const std::string& log_path) {
+  dlock::client c{dlock::config::from_uri(url)};
+  dlock::mutex m{c, name};
+  c.ping();  // connected
+  say("ready");
+  wait_for_stdin_eof();
+  std::vector<std::pair<std::int64_t, std::int64_t>> holds;
+  holds.reserve(1 << 16);
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>{duration_s});
+  std::chrono::steady_clock::duration longest{};
+  while (std::chrono::steady_clock::now() < end) {
+    const auto asked = std::chrono::steady_clock::now();
+    if (!m.try_lock_until(end)) break;  // still waiting when the run ended
+    longest = std::max(longest, std::chrono::steady_clock::now() - asked);
+    const auto start = monotonic_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds{hold_ms});
+    holds.emplace_back(start, monotonic_ns());
+    m.unlock();
+    if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds{pause_ms});
+  }
+  if (!log_path.empty()) {
+    std::ofstream out{log_path, std::ios::app};
+    for (const auto& [a, b] : holds) out << a << ' ' << b << '\n';
+    if (!out.flush()) fail(4, "cannot write " + log_path);
+  }
+  say("count " + std::to_string(holds.size()));
+  say("max_lock_ms " +
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(longest).count()));
+  return 0;
+}
+
 [[noreturn]] void usage() {
   fail(2,
        "usage: dlock_lock_worker hold URL NAME | hold_then_check URL NAME | "
-       "rmw URL NAME FILE COUNT");
+       "rmw URL NAME FILE COUNT | loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] "
+       "[--log FILE]");
 }
 
 }  // namespace
@@ -168,6 +218,31 @@ int main(int argc, char** argv) {
       const long count = std::strtol(argv[5], &end, 10);
       if (end == argv[5] || *end != '\0' || count < 0) usage();
       return rmw(url, name, argv[4], count);
+    }
+    if (mode == "loop" && argc % 2 == 0) {
+      long hold_ms = 1;
+      long pause_ms = 0;
+      double duration_s = 6;
+      std::string log_path;
+      for (int i = 4; i + 1 < argc; i += 2) {
+        const std::string opt = argv[i];
+        char* end = nullptr;
+        if (opt == "--hold-ms") {
+          hold_ms = std::strtol(argv[i + 1], &end, 10);
+          if (end == argv[i + 1] || *end != '\0' || hold_ms < 0) usage();
+        } else if (opt == "--pause-ms") {
+          pause_ms = std::strtol(argv[i + 1], &end, 10);
+          if (end == argv[i + 1] || *end != '\0' || pause_ms < 0) usage();
+        } else if (opt == "--duration-s") {
+          duration_s = std::strtod(argv[i + 1], &end);
+          if (end == argv[i + 1] || *end != '\0' || duration_s < 0) usage();
+        } else if (opt == "--log") {
+          log_path = argv[i + 1];
+        } else {
+          usage();
+        }
+      }
+      return loop(url, name, hold_ms, pause_ms, duration_s, log_path);
     }
   } catch (const std::exception& e) {
     fail(3, mode + ": " + e.what());

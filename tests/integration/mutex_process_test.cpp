@@ -15,10 +15,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "dlock/mutex.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/mutex.hpp"
 #include "runtime/owner.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_server.hpp"
@@ -95,8 +96,8 @@ TEST(mutex_process, kill9_of_the_holder_frees_the_lock_when_its_lease_ends_not_b
   const auto took = ms_since(killed_at);
   constexpr auto slop = 50ms;
   EXPECT_GE(took, pttl - slop) << "acquired " << took.count() << " ms after the kill, but the "
-                               << "dead holder's lease had " << pttl.count()
-                               << " ms left (slop " << slop.count() << " ms)";
+                               << "dead holder's lease had " << pttl.count() << " ms left (slop "
+                               << slop.count() << " ms)";
   EXPECT_GT(took, 0ms);
   EXPECT_LT(took, pttl + 1000ms) << "the waiter re-checks when the holder's lease ends";
   EXPECT_GT(m.fencing_token(), *worker_token);
@@ -142,6 +143,61 @@ TEST(mutex_process, sigstop_past_the_lease_loses_it_and_the_stale_unlock_touches
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
 }
 
+// A dlock waiter killed (SIGKILL) while queued costs the waiter behind it nothing: the unlock
+// hands the lock to the dead process first (its queue record is still live), PUBLISH finds nobody
+// listening on its client's waiter channel, the hand-off is undone and the next waiter is handed
+// the lock — at once, not at its re-check (20 s here) nor when the dead waiter's record expires.
+TEST(mutex_process, a_waiter_killed_while_queued_is_skipped_by_the_unlock) {
+  dlock::test::redis_server srv;
+  const auto name = dlock::test::unique_name("proc-dead-waiter");
+  const auto queue = dlock::keys::waiter_queue(name);
+  const auto records = dlock::keys::waiter_records(name);
+  dlock::client holder{dlock::config::from_uri(srv.url())},
+      patient{dlock::config::from_uri(srv.url() + "?recheck=20s")};
+  dlock::mutex h{holder, name};
+  h.lock();
+  // recheck=20s: the dead waiter's record stays valid for 21 s after its last attempt.
+  auto doomed = lock_worker({"hold", srv.url() + "?recheck=20s", name});
+  const auto dlock_channel = dlock::keys::dlock_channel(name);
+  ASSERT_TRUE(dlock::test::wait_until(
+      [&] {
+        return srv.command({"ZCARD", queue}) == ":1";
+      },
+      15s))
+      << doomed.diagnostics();
+  ASSERT_TRUE(
+      dlock::test::wait_until([&] { return dlock::test::numsub(srv, dlock_channel) == 1; }, 5s));
+  const auto dead_ticket = srv.command({"ZRANGE", queue, "0", "0"});
+  doomed.kill9();
+  // The server has seen the dead process's connections close.
+  ASSERT_TRUE(
+      dlock::test::wait_until([&] { return dlock::test::numsub(srv, dlock_channel) == 0; }, 5s));
+  auto next = std::async(std::launch::async, [&] {
+    dlock::mutex m{patient, name};
+    const bool got = m.try_lock_for(30s);
+    const auto at = steady::now();
+    const auto token = m.fencing_token();
+    if (got) m.unlock();
+    return std::tuple{got, at, token};
+  });
+  ASSERT_TRUE(dlock::test::wait_until([&] { return srv.command({"ZCARD", queue}) == ":2"; }, 5s));
+  ASSERT_TRUE(
+      dlock::test::wait_until([&] { return dlock::test::numsub(srv, dlock_channel) == 1; }, 5s));
+  EXPECT_EQ(srv.command({"ZRANGE", queue, "0", "0"}), dead_ticket)
+      << "the dead waiter is still first in line";
+  const auto first = h.fencing_token();
+  h.unlock();
+  const auto released = steady::now();
+  ASSERT_EQ(next.wait_for(10s), std::future_status::ready);
+  const auto [got, at, token] = next.get();
+  EXPECT_TRUE(got);
+  EXPECT_LT(at - released, 1s) << "handed the lock at once, not at its 20 s re-check";
+  EXPECT_GT(token, first);
+  EXPECT_EQ(srv.command({"EXISTS", queue}), ":0") << "the dead waiter left the queue";
+  EXPECT_EQ(srv.command({"EXISTS", records}), ":0");
+  EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
+}
+
 TEST(mutex_process, eight_processes_increment_one_file_under_the_lock) {
   constexpr int processes = 8;
   constexpr int rounds = 500;
@@ -168,7 +224,8 @@ TEST(mutex_process, eight_processes_increment_one_file_under_the_lock) {
   EXPECT_EQ(value, std::uint64_t{processes * rounds}) << "lost updates: exclusion broken";
   // Each worker checked that every token it saw was above the last one written; the last one
   // written is the last one issued.
-  EXPECT_EQ(srv.command({"GET", std::string{dlock::keys::shared_fencing_counter}}), std::to_string(last_token));
+  EXPECT_EQ(srv.command({"GET", dlock::keys::slot_fencing_counter_of(name)}),
+            std::to_string(last_token));
   EXPECT_EQ(srv.command({"EXISTS", name}), ":0");
   std::cout << "[          ] " << processes << " x " << rounds << " critical sections in "
             << ms_since(started).count() << " ms\n";
@@ -209,7 +266,10 @@ TEST(interop, a_dlock_waiter_is_woken_by_a_redisson_unlock_message) {
   // Subscribed means its first attempt found the lock held and it waits for the message.
   const auto channel = dlock::keys::lock_channel(name);
   EXPECT_TRUE(dlock::test::wait_until(
-      [&] { return srv.command({"PUBSUB", "NUMSUB", channel}) == "[" + channel + ", :1]"; }, 5s))
+      [&] {
+        return srv.command({"PUBSUB", "NUMSUB", channel}) == "[" + channel + ", :1]";
+      },
+      5s))
       << "the dlock waiter subscribed to " << channel;
 
   const auto released_at = steady::now();

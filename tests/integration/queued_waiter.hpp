@@ -1,5 +1,5 @@
 // Shared by the integration tests of a holder and a waiter: the two clients on one lock, and
-// waiting until a waiter can be granted the lock.
+// waiting until an unlock can hand the lock to a waiter.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,25 +12,40 @@
 #include "dlock/client.hpp"
 #include "dlock/keys.hpp"
 #include "dlock/mutex.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
 namespace dlock::test {
 
-// Waits until `c`'s one waiter on `name` is registered, its client's channel subscribed and its
-// ticket in the lock's queue: an unlock now grants the lock to it (or keeps it for it).
-// (The lock's channel too, and a moment for the re-check that its confirmation sends: an
-// attempt that ran after the grant would take it as its own.) A client's first wait queues its
-// ticket before it subscribes: an unlock in between finds nobody listening and falls back to a
-// reservation, so a test that counts grants waits here first.
-inline void await_queued_waiter(redis_server& srv, dlock::client& c, const std::string& name) {
+// A client's internals (its connections, watchdog, waiter registry), for tests that look inside.
+inline dlock::detail::client_impl& impl(dlock::client& c) {
+  return dlock::detail::client_access::impl(c);
+}
+
+// Waits until `c`'s one waiter on `name` is registered, subscribed to the name's three channels
+// (its client's waiter channel, dlock's and Redisson's) and queued: an unlock now hands the lock
+// to it. With `evalsha_before` (the server's EVALSHA count, taken before the waiter started and
+// after the scripts were loaded), also until the waiter has made its two attempts — the one that
+// queued it and the re-check that the confirmation of its subscription asks for — so that from
+// here on only a message or its re-check timer wakes it.
+inline void await_queued_waiter(redis_server& srv, dlock::client& c, const std::string& name,
+                                long long evalsha_before = -1) {
   using namespace std::chrono_literals;
-  ASSERT_TRUE(wait_until([&] { return c.impl().waiters().channels() == 1; }, 5s));
-  ASSERT_TRUE(wait_until([&] { return numsub(srv, keys::waiter_channel(c.impl().id())) == 1; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return impl(c).waiters().names() == 1; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return numsub(srv, keys::waiter_channel(name, c.id())) == 1; }, 5s));
+  ASSERT_TRUE(wait_until([&] { return numsub(srv, keys::dlock_channel(name)) == 1; }, 5s));
   ASSERT_TRUE(wait_until([&] { return numsub(srv, keys::lock_channel(name)) == 1; }, 5s));
-  ASSERT_TRUE(wait_until([&] { return srv.command({"ZCARD", keys::waiter_queue(name)}) == ":1"; }, 5s));
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return srv.command({"ZCARD", keys::waiter_queue(name)}) == ":1";
+      },
+      5s));
+  if (evalsha_before >= 0) {
+    ASSERT_TRUE(wait_until([&] { return command_stat(srv, "evalsha") >= evalsha_before + 2; }, 5s))
+        << command_stat(srv, "evalsha") - evalsha_before << " attempts";
+  }
 }
 
 // One lock name on a fresh server, and two clients with a mutex each on it: `a` (the holder,

@@ -15,8 +15,20 @@ Usage (Debian's python3-redis):
   redisson_client.py acquire_wait URL NAME
       try once; if held, print "waiting <pttl>" (subscribed by then) and wait through pub/sub;
       once acquired print "acquired <ms waited> <owner>", unlock, print "released <result>".
-Options (before the mode): --lease-ms N (default 30000, Redisson's lockWatchdogTimeout; no
-renewal is done, so a hold must end before it), --timeout-s N (give up waiting: exit 3).
+  redisson_client.py loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] [--log FILE]
+      prints "ready" once connected and waits for EOF on stdin (so that several processes start
+      together); then for N seconds (default 6): lock() as above (the wait's subscription ends
+      with it, as Redisson unsubscribes once its waiter stops waiting; a wait still on at the
+      end gives up), hold N ms (default 1), unlock, pause N ms (default 0: the next lock()
+      follows the unlock at once). With --log, appends "<start ns> <end ns>" (CLOCK_MONOTONIC,
+      inside the hold) per acquisition to FILE. Prints "count <acquisitions>", "max_lock_ms
+      <longest lock()>", "wakes <unlock messages that woke a wait>", "wake_wins <of them, the
+      next attempt acquired>", "ttl_expiries <waits that ended by the TTL, no message>",
+      "bad_messages <messages other than 0/1 on the channel>", "max_wake_to_attempt_us
+      <longest delay from such a message to the next attempt>".
+Options (anywhere): --lease-ms N (default 30000, Redisson's lockWatchdogTimeout; no renewal is
+done, so a hold must end before it), --timeout-s N (give up waiting: exit 3), --stamp
+(acquire_wait: the acquired line ends with the CLOCK_MONOTONIC ns at which lock() returned).
 Every line is flushed; errors go to stderr with a non-zero exit.
 """
 
@@ -65,6 +77,7 @@ UNLOCK = (
 )
 
 UNLOCK_MESSAGE = "0"  # LockPubSub.UNLOCK_MESSAGE
+READ_UNLOCK_MESSAGE = "1"  # LockPubSub.READ_UNLOCK_MESSAGE: releases every waiter
 
 
 def say(line):
@@ -105,80 +118,169 @@ class RLock:
             die(3, "unlock: not locked by this owner (" + self.owner + ")")
         return result
 
-    def lock(self, timeout_s, on_waiting=None):
-        """RedissonLock.lock(): try; if held, subscribe and wait up to the TTL per attempt."""
+    def lock(self, timeout_s, on_waiting=None, pubsub=None, stats=None):
+        """RedissonLock.lock(): try; if held, subscribe and wait up to the TTL per attempt.
+
+        True once acquired; False when timeout_s passed first. With `pubsub` (kept by the
+        caller, as Redisson keeps its pub/sub connections) the channel is unsubscribed when the
+        wait ends, without waiting for the confirmation (Redisson's unsubscribe is asynchronous);
+        else the connection is closed. `stats` (a dict) counts the wake-ups (see loop()).
+        """
         deadline = time.monotonic() + timeout_s
         ttl = self.try_acquire()
         if ttl is None:
-            return
-        pubsub = self.conn.pubsub(ignore_subscribe_messages=False)
+            return True
+        own = pubsub is None
+        if own:
+            pubsub = self.conn.pubsub(ignore_subscribe_messages=False)
         try:
             pubsub.subscribe(self.channel)
-            # syncSubscription: wait for the server's confirmation.
+            # syncSubscription: wait for the server's confirmation. Anything before it (the
+            # confirmation of an earlier unsubscribe, messages of an earlier subscription) is
+            # not for this wait.
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    die(3, "timed out subscribing to " + self.channel)
+                    return False
                 m = pubsub.get_message(timeout=left)
-                if m is not None and m["type"] == "subscribe":
+                if m is not None and m["type"] == "subscribe" and m["channel"] == self.channel:
                     break
             first = True
+            woken_at = None
             while True:
+                if woken_at is not None and stats is not None:
+                    lag_us = int((time.monotonic() - woken_at) * 1e6)
+                    stats["max_wake_to_attempt_us"] = max(stats["max_wake_to_attempt_us"], lag_us)
                 ttl = self.try_acquire()
                 if ttl is None:
-                    return
+                    if woken_at is not None and stats is not None:
+                        stats["wake_wins"] += 1
+                    return True
                 if first and on_waiting is not None:
                     on_waiting(ttl)
                 first = False
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    die(3, "timed out waiting for " + self.name)
+                    return False
                 # getLatch().tryAcquire(ttl): released by an unlock message, or the TTL passes.
                 wait_s = min(left, ttl / 1000.0) if ttl >= 0 else left
                 end = time.monotonic() + wait_s
+                woken_at = None
                 while True:
                     remaining = end - time.monotonic()
                     if remaining <= 0:
+                        if stats is not None and wait_s < left:
+                            stats["ttl_expiries"] += 1
                         break
                     m = pubsub.get_message(timeout=remaining)
-                    if m is not None and m["type"] == "message" and m["data"] == UNLOCK_MESSAGE:
+                    if m is None or m["type"] != "message":
+                        continue
+                    if stats is not None and m["data"] not in ("0", "1"):
+                        stats["bad_messages"] += 1
+                    if m["data"] in (UNLOCK_MESSAGE, READ_UNLOCK_MESSAGE):
+                        woken_at = time.monotonic()
+                        if stats is not None:
+                            stats["wakes"] += 1
                         break
         finally:
-            pubsub.close()
+            if own:
+                pubsub.close()
+            else:
+                pubsub.unsubscribe(self.channel)
+
+
+def loop(lock, hold_ms, pause_ms, duration_s, log_path):
+    """lock(), hold, unlock() until duration_s passed; prints the counts (see the usage)."""
+    # Redisson keeps its pub/sub connections; one for this process's waits.
+    pubsub = lock.conn.pubsub(ignore_subscribe_messages=False)
+    stats = {"wakes": 0, "wake_wins": 0, "ttl_expiries": 0, "bad_messages": 0,
+             "max_wake_to_attempt_us": 0}
+    holds = []
+    longest = 0.0
+    lock.conn.ping()  # connected
+    say("ready")
+    sys.stdin.read()  # EOF: go (several processes start together)
+    end = time.monotonic() + duration_s
+    while time.monotonic() < end:
+        asked = time.monotonic()
+        if not lock.lock(max(end - asked, 0.001), pubsub=pubsub, stats=stats):
+            break  # still waiting when the run ended
+        longest = max(longest, time.monotonic() - asked)
+        start = time.monotonic_ns()
+        time.sleep(hold_ms / 1000.0)
+        holds.append((start, time.monotonic_ns()))
+        lock.unlock()
+        if pause_ms > 0:
+            time.sleep(pause_ms / 1000.0)
+    pubsub.close()
+    if log_path:
+        with open(log_path, "a") as f:
+            f.write("".join("%d %d\n" % h for h in holds))
+    say("count " + str(len(holds)))
+    say("max_lock_ms " + str(int(longest * 1000)))
+    for key in ("wakes", "wake_wins", "ttl_expiries", "bad_messages", "max_wake_to_attempt_us"):
+        say(key + " " + str(stats[key]))
+    return 0
 
 
 def main(argv):
     lease_ms = 30000
     timeout_s = 60.0
-    args = list(argv[1:])
-    while args and args[0].startswith("--"):
-        opt = args.pop(0)
-        if not args:
+    stamp = False
+    hold_ms = 1.0
+    pause_ms = 0.0
+    duration_s = 6.0
+    log_path = None
+    args = []
+    rest = list(argv[1:])
+    while rest:
+        opt = rest.pop(0)
+        if not opt.startswith("--"):
+            args.append(opt)
+            continue
+        if opt == "--stamp":
+            stamp = True
+            continue
+        if not rest:
             die(2, "missing value for " + opt)
         if opt == "--lease-ms":
-            lease_ms = int(args.pop(0))
+            lease_ms = int(rest.pop(0))
         elif opt == "--timeout-s":
-            timeout_s = float(args.pop(0))
+            timeout_s = float(rest.pop(0))
+        elif opt == "--hold-ms":
+            hold_ms = float(rest.pop(0))
+        elif opt == "--pause-ms":
+            pause_ms = float(rest.pop(0))
+        elif opt == "--duration-s":
+            duration_s = float(rest.pop(0))
+        elif opt == "--log":
+            log_path = rest.pop(0)
         else:
             die(2, "unknown option " + opt)
-    if len(args) != 3 or args[0] not in ("hold", "acquire_wait"):
-        die(2, "usage: redisson_client.py [--lease-ms N] [--timeout-s N] "
-               "(hold|acquire_wait) URL NAME")
+    if len(args) != 3 or args[0] not in ("hold", "acquire_wait", "loop"):
+        die(2, "usage: redisson_client.py [options] (hold|acquire_wait|loop) URL NAME")
     mode, url, name = args
     conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
     lock = RLock(conn, name, lease_ms)
 
+    if mode == "loop":
+        return loop(lock, hold_ms, pause_ms, duration_s, log_path)
+
     if mode == "hold":
-        lock.lock(timeout_s)
+        if not lock.lock(timeout_s):
+            die(3, "timed out waiting for " + name)
         say("acquired " + lock.owner)
         sys.stdin.readline()  # a line, or EOF when the test closes its end (or dies)
         say("released " + str(lock.unlock()))
         return 0
 
     started = time.monotonic()
-    lock.lock(timeout_s, on_waiting=lambda ttl: say("waiting " + str(ttl)))
+    if not lock.lock(timeout_s, on_waiting=lambda ttl: say("waiting " + str(ttl))):
+        die(3, "timed out waiting for " + name)
+    acquired_ns = time.monotonic_ns()
     waited_ms = int((time.monotonic() - started) * 1000)
-    say("acquired " + str(waited_ms) + " " + lock.owner)
+    say("acquired " + str(waited_ms) + " " + lock.owner +
+        (" " + str(acquired_ns) if stamp else ""))
     say("released " + str(lock.unlock()))
     return 0
 

@@ -1,755 +1,333 @@
 // Embedded scripts: EVALSHA with transparent reload after SCRIPT FLUSH, and the contracts of the
-// mutex scripts against a real server.
+// mutex scripts (their header comments) against a real server: one owner's holds, fencing
+// tokens, renewals, force unlock and inspect. The queue and hand-offs: scripts_handoff_test.cpp.
 #include <gtest/gtest.h>
 
-#include <future>
 #include <map>
-#include <thread>
 
-#include "dlock/client.hpp"
-#include "dlock/keys.hpp"
 #include "dlock/mutex.hpp"
-#include "runtime/client_impl.hpp"
-#include "scripts/script.hpp"
-#include "sync/mutex_ops.hpp"
-#include "support/child_process.hpp"
-#include "support/redis_server.hpp"
-#include "test_util.hpp"
+#include "runtime/client_access.hpp"
+#include "script_lab.hpp"
 
 using namespace std::chrono_literals;
+using dlock::test::lab;
+using dlock::test::listener;
+using dlock::test::show;
 
 namespace {
 
-struct result {
-  std::error_code ec;
-  dlock::reply r;
+class scripts_lab : public testing::Test {
+ protected:
+  dlock::test::redis_server srv_;
+  lab l_{srv_};
+  const std::string& name = l_.name;
+  const dlock::detail::lock_keys& k = l_.k;
 };
-
-result eval(dlock::client& c, const dlock::scripts::script& s, std::vector<std::string_view> keys,
-            std::vector<std::string_view> args) {
-  std::promise<result> p;
-  c.impl().scripts().eval(s, keys, args, 5s, [&](std::error_code ec, dlock::reply r) {
-    p.set_value({ec, std::move(r)});
-  });
-  auto f = p.get_future();
-  EXPECT_EQ(f.wait_for(10s), std::future_status::ready);
-  return f.get();
-}
 
 TEST(scripts, embedded_sha1_matches_what_redis_computes) {
   dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
   for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release,
-                        &dlock::scripts::mutex_renew, &dlock::scripts::mutex_force_unlock}) {
-    auto sha = c.execute({"SCRIPT", "LOAD", std::string(s->text)});
-    EXPECT_EQ(sha.str(), s->sha1) << s->name;
+                        &dlock::scripts::mutex_renew, &dlock::scripts::mutex_force_unlock,
+                        &dlock::scripts::lock_inspect}) {
+    EXPECT_EQ(srv.command({"SCRIPT", "LOAD", std::string(s->text)}), s->sha1) << s->name;
   }
 }
 
-// The hand-off and grant fields are spelled in the Lua scripts and in keys.hpp (for inspect and
-// the CLI): the two must not drift apart.
-TEST(scripts, the_scripts_use_the_handoff_and_grant_fields_keys_hpp_names) {
-  const std::string handoff = "'" + std::string{dlock::keys::handoff_field} + "'";
-  const std::string grant = "'" + std::string{dlock::keys::grant_field} + "'";
-  for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release}) {
-    const std::string text{s->text};
-    EXPECT_NE(text.find(handoff), std::string::npos) << s->name;
-    EXPECT_NE(text.find(grant), std::string::npos) << s->name;
-    std::size_t at = 0, quoted = 0;
-    while ((at = text.find("'dlock:", at)) != std::string::npos) {
-      EXPECT_TRUE(text.compare(at, handoff.size(), handoff) == 0 || text.compare(at, grant.size(), grant) == 0)
-          << s->name << ": another dlock: field at " << at;
-      ++at;
-      ++quoted;
-    }
-    EXPECT_GT(quoted, 0u);
-  }
-}
-
-TEST(scripts, reloads_after_script_flush) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto token = "redisson_lock_token:{" + name + "}";
-  auto first = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1", "0"});
+TEST_F(scripts_lab, reloads_after_script_flush) {
+  auto first = l_.acquire({.owner = "A:1"});
   ASSERT_FALSE(first.ec) << first.ec.message();
-  EXPECT_EQ(c.impl().scripts().reloads(), 1u) << "a fresh server has no scripts";
-  for (int i = 0; i < 3; ++i) {
-    srv.command({"SCRIPT", "FLUSH"});
-    auto again = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1", "0"});
-    EXPECT_FALSE(again.ec) << again.ec.message();
-    EXPECT_EQ(c.impl().scripts().reloads(), 2u + static_cast<unsigned>(i));
+  EXPECT_EQ(dlock::detail::client_access::impl(l_.c).scripts().reloads(), 1u)
+      << "a fresh server has no scripts";
+  for (unsigned i = 0; i < 3; ++i) {
+    srv_.command({"SCRIPT", "FLUSH"});
+    auto again = l_.acquire({.owner = "A:1"});  // a resend: adopted
+    EXPECT_EQ(dlock::test::code(again), 0) << show(again);
+    EXPECT_EQ(dlock::detail::client_access::impl(l_.c).scripts().reloads(), 2u + i);
   }
-  // Cached now: no reload.
-  auto cached = eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", "owner:1", "0"});
-  EXPECT_FALSE(cached.ec);
-  EXPECT_EQ(c.impl().scripts().reloads(), 4u);
+  EXPECT_FALSE(l_.acquire({.owner = "A:1"}).ec);
+  EXPECT_EQ(dlock::detail::client_access::impl(l_.c).scripts().reloads(), 4u)
+      << "cached now: no reload";
 }
 
-TEST(scripts, mutex_acquire_and_release_follow_the_redisson_layout) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const std::string token{dlock::keys::shared_fencing_counter};
-  const auto channel = "redisson_lock__channel:{" + name + "}";
-  auto acquire = [&](const char* owner, const char* have) {
-    return eval(c, dlock::scripts::mutex_acquire, {name, token}, {"30000", owner, have});
-  };
-  auto release = [&](const char* owner, const char* have) {
-    return eval(c, dlock::scripts::mutex_release, {name, channel}, {"0", "30000", owner, have});
-  };
+// A first acquisition, its resend, re-entries, a lost count, partial and last releases, and
+// their resends, in Redisson's RLock layout.
+TEST_F(scripts_lab, one_owners_holds_follow_the_redisson_layout) {
+  const auto before_us = l_.server_ms() * 1000;
+  const auto a = l_.acquire({.owner = "A:1"});
+  ASSERT_EQ(dlock::test::code(a), 0) << show(a);
+  const auto t1 = dlock::test::value(a);
+  EXPECT_GE(t1, before_us) << "a fresh counter starts at the server's clock (µs)";
+  EXPECT_LE(t1, (l_.server_ms() + 1) * 1000);
+  EXPECT_EQ(l_.counter(), t1);
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 1]");
+  EXPECT_GT(l_.pttl(name), 29000);
+  EXPECT_EQ(l_.cmd({"DBSIZE"}), ":2") << "the lock and the slot's counter; nothing else";
+  EXPECT_EQ(l_.cmd({"EXISTS", k.lock_counter}), ":0") << "RFencedLock's counter never created";
 
-  auto a = acquire("A:1", "0");
-  ASSERT_FALSE(a.ec);
-  ASSERT_EQ(a.r.elements().size(), 2u);
-  EXPECT_EQ(a.r.elements()[0].integer(), 0);
-  const auto first = a.r.elements()[1].integer();
-  // max(counter + 1, server time in us): a fresh counter starts at the server's clock.
-  const auto server_us = [&] {
-    auto t = c.execute({"TIME"});
-    return std::stoll(t.elements()[0].str()) * 1000000 + std::stoll(t.elements()[1].str());
-  };
-  EXPECT_GT(first, server_us() - 60'000'000) << "first fencing token: the server's time in us";
-  EXPECT_LE(first, server_us());
-  EXPECT_EQ(c.execute({"GET", token}).str(), std::to_string(first));
-  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
-  EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
+  // Resent after a lost reply: adopted, not counted twice, the lease restarts, and a new token
+  // (the first never reached the caller).
+  l_.cmd({"PEXPIRE", name, "1000"});
+  const auto resent = l_.acquire({.owner = "A:1"});
+  const auto t2 = dlock::test::value(resent);
+  EXPECT_EQ(show(resent), "[0, " + std::to_string(t2) + "]");
+  EXPECT_GT(t2, t1) << "tokens strictly increase";
+  EXPECT_EQ(l_.counter(), t2);
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 1]");
+  EXPECT_GT(l_.pttl(name), 29000);
 
-  // Resent after a lost reply: reported again, not counted twice, and the lease restarts (the
-  // caller trusts it from the resend); a new token, as the first never reached the caller.
-  c.execute({"PEXPIRE", name, "1000"});
-  auto resent = acquire("A:1", "0");
-  const auto second = resent.r.elements()[1].integer();
-  EXPECT_GT(second, first);
-  EXPECT_EQ(c.execute({"GET", token}).str(), std::to_string(second));
-  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
-  EXPECT_GT(c.execute({"PTTL", name}).integer(), 29000);
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1", .have = 1})), "[0, 0]") << "re-entry: no token";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 2]");
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1", .have = 1})), "[0, 0]") << "its resend: adopted";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 2]");
+  EXPECT_EQ(l_.counter(), t2) << "re-entries draw no token";
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1", .have = 5})), "[3, 2]") << "a count A did not expect";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 2]");
 
-  auto again = acquire("A:1", "1");
-  EXPECT_EQ(again.r.elements()[1].integer(), 0) << "a re-entry keeps its first token: none issued";
-  EXPECT_EQ(c.execute({"GET", token}).str(), std::to_string(second)) << "counter untouched";
-  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "2");
+  EXPECT_EQ(show(l_.release({.owner = "B:1"})), "nil") << "not the owner: nothing changes";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 2]");
 
-  auto b = acquire("B:1", "0");
-  ASSERT_EQ(b.r.elements().size(), 1u) << "held by A: B gets the pttl";
-  EXPECT_GT(b.r.elements()[0].integer(), 0);
-  auto stale = acquire("A:1", "5");
-  EXPECT_EQ(stale.r.elements()[0].integer(), -1) << "a count A does not expect";
+  l_.cmd({"PEXPIRE", name, "1000"});
+  EXPECT_EQ(show(l_.release({.owner = "A:1", .have = 2})), "0") << "a hold remains";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 1]");
+  EXPECT_GT(l_.pttl(name), 29000) << "the partial release set the lease again";
+  EXPECT_EQ(show(l_.release({.owner = "A:1", .have = 2})), "-1") << "its resend: applied already";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 1]");
 
-  EXPECT_TRUE(release("B:1", "1").r.is_nil()) << "not the owner: nothing changes";
-  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "2");
+  // The last hold, nobody queued: the key goes and `0` wakes a waiter (here a dlock process on
+  // both channels, as dlock waiters are: nobody left to yield to).
+  listener w{srv_, {k.channel, k.dlock_channel}};
+  EXPECT_EQ(show(l_.release({.owner = "A:1"})), "1");
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0");
+  EXPECT_EQ(w.heard(), k.channel + "=0 ");
+  EXPECT_EQ(l_.cmd({"DBSIZE"}), ":1") << "the counter alone";
+  EXPECT_EQ(show(l_.release({.owner = "A:1"})), "nil") << "resent after the key went";
+  EXPECT_EQ(w.heard(), "") << "nothing published again";
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1", .have = 1})), "[3, 0]") << "a re-entry of a lost hold";
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0");
 
-  EXPECT_EQ(release("A:1", "2").r.integer(), 0);
-  EXPECT_EQ(release("A:1", "2").r.integer(), -1) << "resent release is not applied twice";
-  EXPECT_EQ(c.execute({"HGET", name, "A:1"}).str(), "1");
-  EXPECT_EQ(release("A:1", "1").r.integer(), 1);
-  EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 0);
-  EXPECT_TRUE(release("A:1", "1").r.is_nil());
-
-  auto b2 = acquire("B:1", "0");
-  EXPECT_GT(b2.r.elements()[1].integer(), second) << "tokens strictly increase";
-  release("B:1", "1");
-  // A counter ahead of the clock (a clock that went back, or Redisson's RFencedLock INCRing a
-  // per-lock counter) goes on by one.
-  c.execute({"SET", token, "9000000000000000"});
-  EXPECT_EQ(acquire("C:1", "0").r.elements()[1].integer(), 9000000000000001);
-  // The shared counter: another lock's first acquisition goes on from there too.
-  const auto other = dlock::test::unique_name("lock");
-  auto o = eval(c, dlock::scripts::mutex_acquire, {other, token}, {"30000", "D:1", "0"});
-  EXPECT_EQ(o.r.elements()[1].integer(), 9000000000000002);
-  // Written as its digits, zeros inside included (the scripts print integers in two parts).
-  EXPECT_EQ(c.execute({"GET", token}).str(), "9000000000000002");
-  c.execute({"SET", token, "9007199254740989"});  // the last that goes on: 2^53 - 1 is refused
-  auto top = eval(c, dlock::scripts::mutex_acquire, {dlock::test::unique_name("lock"), token}, {"30000", "E:1", "0"});
-  EXPECT_EQ(top.r.elements()[1].integer(), 9007199254740990);
-  EXPECT_EQ(c.execute({"GET", token}).str(), "9007199254740990");
+  const auto b = l_.acquire({.owner = "B:1"});
+  EXPECT_GT(dlock::test::value(b), t2) << "tokens strictly increase";
 }
 
+// A holder's re-entry that was applied but whose caller gave it up leaves the field above the
+// count the caller knows: its next attempt or release settles it.
+TEST_F(scripts_lab, abandoned_re_entries_heal) {
+  l_.cmd({"HSET", name, "A:1", "3"});  // A knows of 1 hold; two re-entries were applied
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1", .have = 1})), "[0, 0]");
+  EXPECT_EQ(l_.cmd({"HGET", name, "A:1"}), "2") << "have + 1";
+  EXPECT_GT(l_.pttl(name), 29000);
+  l_.cmd({"HSET", name, "A:1", "3"});  // A knows of 2
+  EXPECT_EQ(show(l_.release({.owner = "A:1", .have = 2})), "0");
+  EXPECT_EQ(l_.cmd({"HGET", name, "A:1"}), "1") << "have - 1";
+  EXPECT_GT(l_.pttl(name), 29000);
+  l_.cmd({"HSET", name, "A:1", "2"});  // A knows of 1
+  EXPECT_EQ(show(l_.release({.owner = "A:1", .have = 1})), "1");
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0") << "have - 1 = 0: freed";
+}
 
-// A server, a client, a lock name with its keys, and both fencing counters' names.
-struct counter_lab {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  std::string name = dlock::test::unique_name("lock");
-  dlock::detail::lock_keys k{name};
-  std::string shared{dlock::keys::shared_fencing_counter};
-  std::string own = dlock::keys::fencing_counter(name);
-};
 // A counter is read as digits below 2^53 - 1 (the check compares the digits, before any
 // conversion): 2^53 - 2 goes on to 2^53 - 1, which is issued; from there, and from anything
 // longer or not a number, an acquisition is refused with nothing written. Leading zeros are
 // digits like any other, and shorter digits are below the limit whatever they sort as.
-TEST(scripts, a_fencing_counter_is_read_as_digits_below_two_to_the_53) {
-  counter_lab lab;
-  auto& [srv, c, name, k, shared, own] = lab;
-  auto acquire = [&c = c, &shared = shared] {
-    return eval(c, dlock::scripts::mutex_acquire, {dlock::test::unique_name("lock"), shared}, {"30000", "A:1", "0"});
+TEST_F(scripts_lab, a_fencing_counter_is_read_as_digits_below_two_to_the_53) {
+  auto acquire_free = [&] {
+    l_.cmd({"DEL", name});
+    return l_.acquire({.owner = "A:1"});
   };
-  c.execute({"SET", shared, "9007199254740990"});
-  auto last = acquire();
-  ASSERT_FALSE(last.ec) << last.ec.message();
-  EXPECT_EQ(last.r.elements()[1].integer(), 9007199254740991);
-  EXPECT_EQ(c.execute({"GET", shared}).str(), "9007199254740991");
-  for (const char* bad : {"9007199254740991", "9999999999999999", "10000000000000000", "12a", "-5", ""}) {
-    c.execute({"SET", shared, bad});
-    const auto lock = dlock::test::unique_name("lock");
-    auto r = eval(c, dlock::scripts::mutex_acquire, {lock, shared}, {"30000", "A:1", "0"});
-    EXPECT_EQ(r.ec, dlock::errc::server_error) << "counter '" << bad << "': " << r.ec.message();
-    EXPECT_EQ(c.execute({"EXISTS", lock}).integer(), 0) << "counter '" << bad << "': no lock left held";
-    EXPECT_EQ(c.execute({"GET", shared}).str(), bad) << "counter untouched";
+  l_.cmd({"SET", k.slot_counter, "9007199254740990"});
+  EXPECT_EQ(show(acquire_free()), "[0, 9007199254740991]");
+  EXPECT_EQ(l_.cmd({"GET", k.slot_counter}), "9007199254740991");
+  for (const char* bad :
+       {"9007199254740991", "9999999999999999", "10000000000000000", "12a", "-5", ""}) {
+    l_.cmd({"SET", k.slot_counter, bad});
+    auto r = acquire_free();
+    EXPECT_EQ(r.ec, dlock::errc::server_error) << "counter '" << bad << "': " << show(r);
+    EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0") << "counter '" << bad << "': no lock left held";
+    EXPECT_EQ(l_.cmd({"GET", k.slot_counter}), bad) << "counter untouched";
   }
-  // Shorter digits that sort after the limit as text, and sixteen digits with leading zeros:
-  // small numbers, below the clock.
   for (const char* small : {"95", "901", "0000000000000005"}) {
-    c.execute({"SET", shared, small});
-    auto r = acquire();
-    ASSERT_FALSE(r.ec) << "counter '" << small << "': " << r.ec.message();
-    EXPECT_GT(r.r.elements()[1].integer(), 1000000000000000) << "the clock's microseconds";
-    EXPECT_EQ(c.execute({"GET", shared}).str(), std::to_string(r.r.elements()[1].integer()));
+    l_.cmd({"SET", k.slot_counter, small});
+    auto r = acquire_free();
+    ASSERT_EQ(dlock::test::code(r), 0) << "counter '" << small << "': " << show(r);
+    EXPECT_GT(dlock::test::value(r), 1000000000000000) << "the clock's microseconds";
+    EXPECT_EQ(l_.cmd({"GET", k.slot_counter}), std::to_string(dlock::test::value(r)));
   }
+  // A counter of another type is refused, not overwritten.
+  l_.cmd({"DEL", k.slot_counter});
+  l_.cmd({"HSET", k.slot_counter, "f", "v"});
+  EXPECT_EQ(acquire_free().ec, dlock::errc::wrong_type);
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0");
+  EXPECT_EQ(l_.cmd({"HGETALL", k.slot_counter}), "[f, v]");
 }
 
-// KEYS[5], the other kind of counter, is checked like KEYS[2] before anything is written.
-TEST(scripts, a_bad_other_fencing_counter_is_refused_before_any_write) {
-  counter_lab lab;
-  auto& [srv, c, name, k, shared, own] = lab;
-  c.execute({"SET", own, "not a number"});
-  auto r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
-  EXPECT_EQ(r.ec, dlock::errc::server_error) << r.ec.message();
-  EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 0) << "no lock left held";
-  EXPECT_EQ(c.execute({"EXISTS", shared}).integer(), 0);
-  c.execute({"SET", own, "41"});
-  r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
-  ASSERT_FALSE(r.ec) << r.ec.message();
-  EXPECT_EQ(c.execute({"GET", own}).str(), std::to_string(r.r.elements()[1].integer())) << "advanced";
+// The slot's counter is shared by every lock of the slot, and RFencedLock's counter of the name
+// is read beside it, advanced when it exists, never created; a bad one is refused before any
+// write, one of another type is no counter and is left alone.
+TEST_F(scripts_lab, tokens_stay_above_rfencedlocks_counter_and_the_slots_other_locks) {
+  const auto tag = dlock::test::unique_name("tag");
+  lab one{srv_, "one{" + tag + "}"}, two{srv_, "two{" + tag + "}"};
+  ASSERT_EQ(one.k.slot_counter, two.k.slot_counter) << "one slot, one counter";
+  const auto t1 = dlock::test::value(one.acquire({.owner = "A:1"}));
+  const auto t2 = dlock::test::value(two.acquire({.owner = "A:1"}));
+  EXPECT_GT(t2, t1);
+  EXPECT_EQ(l_.cmd({"EXISTS", one.k.lock_counter, two.k.lock_counter}), ":0");
+
+  // RFencedLock INCRed its counter ahead of the clock: dlock goes on from it, and advances both.
+  l_.cmd({"SET", k.lock_counter, "9000000000000000"});
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1"})), "[0, 9000000000000001]");
+  EXPECT_EQ(l_.cmd({"GET", k.lock_counter}), "9000000000000001");
+  EXPECT_EQ(l_.cmd({"GET", k.slot_counter}), "9000000000000001");
+  l_.cmd({"DEL", name});
+  l_.cmd({"SET", k.lock_counter, "41"});  // behind: kept above all the same
+  EXPECT_EQ(show(l_.acquire({.owner = "B:1"})), "[0, 9000000000000002]");
+  EXPECT_EQ(l_.cmd({"GET", k.lock_counter}), "9000000000000002");
+
+  l_.cmd({"DEL", name});
+  l_.cmd({"SET", k.lock_counter, "not a number"});
+  auto bad = l_.acquire({.owner = "C:1"});
+  EXPECT_EQ(bad.ec, dlock::errc::server_error) << show(bad);
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0") << "no lock left held";
+  EXPECT_EQ(l_.cmd({"GET", k.slot_counter}), "9000000000000002") << "nothing written";
+
+  l_.cmd({"DEL", k.lock_counter});
+  l_.cmd({"HSET", k.lock_counter, "f", "v"});
+  EXPECT_EQ(show(l_.acquire({.owner = "C:1"})), "[0, 9000000000000003]");
+  EXPECT_EQ(l_.cmd({"HGETALL", k.lock_counter}), "[f, v]") << "left alone";
 }
 
-// The other counter is read in the same MGET as the advanced one, which reads a key of another
-// type as missing: such a key issued no token and is never written, so it is left alone.
-TEST(scripts, an_other_fencing_counter_of_another_type_is_left_alone) {
-  counter_lab lab;
-  auto& [srv, c, name, k, shared, own] = lab;
-  c.execute({"HSET", own, "f", "v"});
-  auto r = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own}, {"30000", "A:1", "0"});
-  ASSERT_FALSE(r.ec) << r.ec.message();
-  EXPECT_EQ(c.execute({"GET", shared}).str(), std::to_string(r.r.elements()[1].integer()));
-  EXPECT_EQ(c.execute({"TYPE", own}).str(), "hash");
-  EXPECT_EQ(c.execute({"HGET", own, "f"}).str(), "v");
+// Fencing off: four keys, no counter touched, token 0.
+TEST_F(scripts_lab, without_fencing_no_counter_is_touched) {
+  l_.fenced = false;
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1"})), "[0, 0]");
+  EXPECT_EQ(show(l_.acquire({.owner = "A:1"})), "[0, 0]") << "a resend";
+  EXPECT_EQ(l_.cmd({"HGETALL", name}), "[A:1, 1]");
+  EXPECT_EQ(l_.cmd({"DBSIZE"}), ":1");
+  EXPECT_EQ(show(l_.release({.owner = "A:1"})), "1");
+  EXPECT_EQ(l_.cmd({"DBSIZE"}), ":0");
+}
+
+// A key of another type is never read as held (WRONGTYPE, reported), and a queue key of another
+// type never fails the lock (the queue's commands are pcalls: the waiter re-checks instead).
+TEST_F(scripts_lab, a_key_of_another_type_is_reported_never_waited_on) {
+  l_.cmd({"SET", name, "not a hash"});
+  EXPECT_EQ(l_.acquire({.owner = "A:1"}).ec, dlock::errc::wrong_type);
+  EXPECT_EQ(l_.acquire({.owner = "A:1", .ticket = "7"}).ec, dlock::errc::wrong_type);
+  EXPECT_EQ(l_.release({.owner = "A:1"}).ec, dlock::errc::wrong_type);
+  EXPECT_EQ(l_.cmd({"GET", name}), "not a hash");
+  EXPECT_EQ(l_.cmd({"EXISTS", k.queue}), ":0") << "not queued behind it";
+
+  l_.cmd({"DEL", name});
+  l_.cmd({"SET", k.queue, "x"});
+  ASSERT_EQ(dlock::test::code(l_.acquire({.owner = "A:1"})), 0);
+  const auto b = l_.acquire({.owner = "B:1", .ticket = "7", .id = "idB"});
+  EXPECT_EQ(dlock::test::code(b), 1) << show(b);
+  EXPECT_EQ(l_.cmd({"GET", k.queue}), "x");
+  EXPECT_EQ(show(l_.release({.owner = "A:1"})), "1");
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0");
 }
 
 // What a lock+unlock pair costs the server, in the commands its scripts run: the hot path of
-// every uncontended user. A waiter's first acquisition of a free lock (ARGV[7] '3': its ticket
-// cannot be queued yet) runs six — EXISTS, MGET of both counters, HINCRBY, PEXPIRE, TIME, SET —
-// and its release four: HGET, DEL, ZPOPMIN of the (missing) queue, PUBLISH.
-TEST(scripts, an_uncontended_pair_runs_ten_commands_and_a_later_attempt_one_more) {
-  counter_lab lab;
-  auto& [srv, c, name, k, shared, own] = lab;
-  const auto id = c.impl().id();
-  auto pair = [&](const char* attempt) {
-    srv.command({"CONFIG", "RESETSTAT"});
-    auto a = eval(c, dlock::scripts::mutex_acquire, {name, shared, k.queue, k.expiry, own},
-                  {"30000", "A:1", "0", "4242", "4000", "1", attempt, id, "s", "12345"});
-    EXPECT_FALSE(a.ec) << a.ec.message();
-    EXPECT_EQ(a.r.elements()[0].integer(), 0) << "acquired";
-    auto r = eval(c, dlock::scripts::mutex_release, {name, k.channel, k.queue, k.expiry, shared, own},
-                  {"0", "30000", "A:1", "1", "100", "", "s"});
-    EXPECT_FALSE(r.ec) << r.ec.message();
-    EXPECT_EQ(r.r.integer(), 1) << "released";
+// every uncontended user. Acquire: EXISTS of the lock and of the yield marker, MGET of both
+// counters, HSET, PEXPIRE, TIME, SET; a waiter's attempt also takes its ticket out (ZREM).
+// Release: HGET, DEL, PUBSUB NUMSUB, ZRANGE of the (missing) queue, PUBLISH (TIME only when a
+// waiter is queued).
+TEST_F(scripts_lab, an_uncontended_pair_runs_twelve_commands) {
+  auto pair = [&](const std::string& ticket) {
+    srv_.command({"CONFIG", "RESETSTAT"});
+    EXPECT_EQ(dlock::test::code(l_.acquire({.owner = "A:1", .ticket = ticket})), 0);
+    EXPECT_EQ(show(l_.release({.owner = "A:1"})), "1");
     std::map<std::string, long long> ran;
-    for (const char* cmd : {"exists", "hget", "get", "mget", "hincrby", "pexpire", "time", "set", "zrem",
-                            "hdel", "del", "zpopmin", "publish"}) {
-      if (const auto n = dlock::test::command_stat(srv, cmd)) ran[cmd] = n;
+    for (const char* cmd : {"exists", "hget", "get", "mget", "hset", "hincrby", "pexpire", "time",
+                            "set", "zrem", "hdel", "del", "zrange", "pubsub|numsub", "publish"}) {
+      if (const auto n = dlock::test::command_stat(srv_, cmd)) ran[cmd] = n;
     }
     return ran;
   };
-  pair("3");  // the shared counter exists from here on
-  const std::map<std::string, long long> first{{"exists", 1}, {"mget", 1}, {"hincrby", 1}, {"pexpire", 1},
-                                               {"time", 1}, {"set", 1}, {"hget", 1}, {"del", 1},
-                                               {"zpopmin", 1}, {"publish", 1}};
-  EXPECT_EQ(pair("3"), first);
-  // A later attempt of the same ticket may have queued: it takes itself out (a ZREM).
-  auto later = first;
-  later["zrem"] = 1;
-  EXPECT_EQ(pair("0"), later);
-  // The client marks a waiter's first attempt: lock() of a free lock runs no ZREM.
-  dlock::mutex m{c, name};
-  srv.command({"CONFIG", "RESETSTAT"});
+  pair("");  // the slot's counter exists from here on
+  const std::map<std::string, long long> plain{
+      {"exists", 2}, {"mget", 1},          {"hset", 1}, {"pexpire", 1}, {"time", 1},   {"set", 1},
+      {"hget", 1},   {"pubsub|numsub", 1}, {"del", 1},  {"zrange", 1},  {"publish", 1}};
+  EXPECT_EQ(pair(""), plain);
+  auto waiter = plain;
+  waiter["zrem"] = 1;
+  EXPECT_EQ(pair("42"), waiter);
+  // dlock::mutex runs the two scripts, nothing else.
+  dlock::mutex m{l_.c, name};
+  srv_.command({"CONFIG", "RESETSTAT"});
   m.lock();
   m.unlock();
-  EXPECT_EQ(dlock::test::command_stat(srv, "evalsha"), 2);
-  EXPECT_EQ(dlock::test::command_stat(srv, "zrem"), 0);
-  EXPECT_EQ(dlock::test::command_stat(srv, "hget"), 1) << "the release's";
+  EXPECT_EQ(dlock::test::command_stat(srv_, "evalsha"), 2);
+  EXPECT_EQ(dlock::test::command_stat(srv_, "hget"), 1) << "the release's";
 }
 
-// With fencing off the client passes the lock hash as the counter key: the script touches it
-// only as the lock, and the token is 0.
-TEST(scripts, mutex_acquire_without_fencing_touches_no_counter) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  auto a = eval(c, dlock::scripts::mutex_acquire, {name, name}, {"30000", "A:1", "0", "", "0", "0"});
-  ASSERT_FALSE(a.ec) << a.ec.message();
-  EXPECT_EQ(a.r.elements()[1].integer(), 0);
-  EXPECT_EQ(c.execute({"HGETALL", name}).elements().size(), 2u) << "the hold alone";
-  EXPECT_EQ(c.execute({"DBSIZE"}).integer(), 1);
+TEST_F(scripts_lab, renew_reports_each_keys_pttl_or_minus_2) {
+  const auto other = dlock::test::unique_name("lock"), missing = dlock::test::unique_name("lock");
+  const auto wrong = dlock::test::unique_name("lock"), forever = dlock::test::unique_name("lock");
+  ASSERT_EQ(dlock::test::code(l_.acquire({.owner = "A:1", .lease = "1000"})), 0);
+  l_.cmd({"HSET", other, "B:1", "1"});
+  l_.cmd({"PEXPIRE", other, "1000"});
+  l_.cmd({"HSET", forever, "A:1", "1"});
+  l_.cmd({"SET", wrong, "string"});
+  auto r =
+      dlock::test::eval(l_.c, dlock::scripts::mutex_renew, {name, missing, other, wrong, forever},
+                        {"60000", "A:1", "A:1", "A:1", "A:1", "A:1"});
+  ASSERT_EQ(r.r.elements().size(), 5u) << show(r);
+  const auto renewed = r.r.elements()[0].integer();
+  EXPECT_GT(renewed, 59000);
+  EXPECT_LE(renewed, 60000);
+  EXPECT_EQ(show(r.r.elements()[1]) + show(r.r.elements()[2]) + show(r.r.elements()[3]), "-2-2-2")
+      << "missing, another owner's, another type";
+  EXPECT_GT(r.r.elements()[4].integer(), 59000) << "a hold without expiry gets one";
+  EXPECT_LE(l_.pttl(other), 1000) << "another owner's lease untouched";
+
+  // Lease '0': only checks, every TTL as it is.
+  l_.cmd({"PERSIST", forever});
+  const auto before = l_.pttl(name);
+  auto check = dlock::test::eval(l_.c, dlock::scripts::mutex_renew, {name, missing, forever},
+                                 {"0", "A:1", "A:1", "A:1"});
+  ASSERT_EQ(check.r.elements().size(), 3u) << show(check);
+  EXPECT_LE(check.r.elements()[0].integer(), before);
+  EXPECT_GT(check.r.elements()[0].integer(), 50000);
+  EXPECT_EQ(show(check).substr(show(check).find(',')), ", -2, -1]");
+  EXPECT_LE(l_.pttl(name), before) << "not renewed";
+  EXPECT_EQ(l_.pttl(forever), -1);
 }
 
-// A lock, the keys its scripts touch beside it, and the mutex scripts called with the
-// arguments dlock's client sends (4 keys; a 5000 ms queue validity unless given).
-class lock_scripts : public testing::Test {
- protected:
-  result acquire(const std::string& owner, const std::string& ticket, const char* named = "0",
-                 const char* valid_ms = "5000") {
-    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry},
-                {"30000", owner, "0", ticket, valid_ms, "1", named});
-  }
-  result release(const std::string& owner, const char* window) {
-    return eval(c_, dlock::scripts::mutex_release, {k_.name, k_.channel, k_.queue, k_.expiry},
-                {"0", "30000", owner, "1", window});
-  }
-  result leave(const std::string& ticket) {  // the release script's leave form
-    return eval(c_, dlock::scripts::mutex_release, {k_.name, k_.channel, k_.queue, k_.expiry},
-                {"0", "0", "", "0", "5000", ticket});
-  }
-
-  dlock::test::redis_server srv_;
-  dlock::client c_{dlock::config::from_uri(srv_.url())};
-  const std::string name = dlock::test::unique_name("lock");
-  const dlock::detail::lock_keys k_{name};
-  const std::string counter_{dlock::keys::shared_fencing_counter};
-  const std::string& queue = k_.queue;
-  const std::string& expiry = k_.expiry;
-};
-
-// The waiter queue: a caller that finds the lock held enters it (score: when it first
-// queued); a release pops the head and names it before its 0; a named caller that finds the lock
-// taken again goes back to the front; acquiring leaves the queue.
-TEST_F(lock_scripts, waiter_queue_orders_wake_ups_and_keeps_a_named_waiters_place) {
-  ASSERT_EQ(acquire("A:1", "", "0").r.elements().size(), 2u);
-  EXPECT_EQ(acquire("B:1", "4294967297", "0").r.elements().size(), 1u) << "held: B queued";
-  EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u) << "held: C queued";
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
-  EXPECT_GT(std::stoll(srv_.command({"PTTL", queue}).substr(1)), 4000) << "the queue expires with its entries";
-  EXPECT_EQ(release("A:1", "0").r.integer(), 1);
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]") << "B was popped and named";
-  // D barges in before B's attempt; B, named, finds it held and keeps its place ahead of C.
-  ASSERT_EQ(acquire("D:1", "", "0").r.elements().size(), 2u);
-  EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 1u);
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967297, 4294967298]");
-  EXPECT_EQ(release("D:1", "0").r.integer(), 1);
-  EXPECT_EQ(acquire("B:1", "4294967297", "1").r.elements().size(), 2u) << "B acquires";
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967298]");
-  EXPECT_EQ(acquire("C:1", "4294967298", "0").r.elements().size(), 1u);
-  EXPECT_EQ(release("B:1", "0").r.integer(), 1);
-  EXPECT_EQ(acquire("C:1", "4294967298", "1").r.elements().size(), 2u);
-  EXPECT_EQ(srv_.command({"EXISTS", queue}), ":0") << "the last waiter left: no key";
-  EXPECT_EQ(srv_.command({"EXISTS", expiry}), ":0");
-}
-
-// The queue is ordered by arrival, not by how long each waiter's entry stays valid (a waiter
-// with a short deadline does not overtake one that waits longer), later attempts keep a
-// waiter's place, and an unlock skips the entries of waiters that stopped renewing them.
-TEST_F(lock_scripts, waiter_queue_serves_by_arrival_and_skips_stale_entries) {
-  auto named_by_release = [&](const std::string& owner) {
-    EXPECT_EQ(release(owner, "5000").r.integer(), 1);
-    return srv_.command({"HGET", name, "dlock:handoff"});
+TEST_F(scripts_lab, force_unlock_deletes_and_publishes) {
+  listener w{srv_, {k.channel, k.dlock_channel}};
+  ASSERT_EQ(dlock::test::code(l_.acquire({.owner = "A:1"})), 0);
+  auto force = [&] {
+    return show(dlock::test::eval(l_.c, dlock::scripts::mutex_force_unlock, {name}, {k.channel}));
   };
-  ASSERT_EQ(acquire("A:1", "", "0", "5000").r.elements().size(), 2u);
-  // Z queues first with a long validity, B later with a short one, D later still (arrival
-  // order Z, B, D; by validity it would be B first). Z and B try again: they keep their places.
-  ASSERT_EQ(acquire("Z:1", "4294967299", "0", "9000").r.elements().size(), 1u);
-  std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(acquire("B:1", "4294967297", "0", "1000").r.elements().size(), 1u);
-  std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(acquire("D:1", "4294967300", "0", "40").r.elements().size(), 1u);
-  ASSERT_EQ(acquire("Z:1", "4294967299", "0", "9000").r.elements().size(), 1u);
-  ASSERT_EQ(acquire("B:1", "4294967297", "0", "1000").r.elements().size(), 1u);
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[4294967299, 4294967297, 4294967300]");
-  EXPECT_GT(std::stoll(srv_.command({"PTTL", expiry}).substr(1)), 8000) << "as long as its longest entry";
-
-  EXPECT_EQ(named_by_release("A:1"), "4294967299") << "the longest-waiting first";
-  ASSERT_EQ(acquire("Z:1", "4294967299", "0", "9000").r.elements().size(), 2u);
-  EXPECT_EQ(named_by_release("Z:1"), "4294967297");
-  ASSERT_EQ(acquire("B:1", "4294967297", "0", "1000").r.elements().size(), 2u);
-  // D's entry was valid for 40 ms and D never came back: skipped, the lock is simply free.
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(named_by_release("B:1"), "$-1") << "no live waiter to keep it for";
-  EXPECT_EQ(srv_.command({"EXISTS", name}), ":0");
-  EXPECT_EQ(srv_.command({"ZCARD", queue}), ":0") << "the stale entry is gone";
-  EXPECT_EQ(srv_.command({"HLEN", expiry}), ":0");
-
-  // A stale entry ahead of a live one: skipped, the live one named.
-  ASSERT_EQ(acquire("A:1", "", "0", "5000").r.elements().size(), 2u);
-  ASSERT_EQ(acquire("S:1", "4294967301", "0", "40").r.elements().size(), 1u);
-  std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(acquire("L:1", "4294967302", "0", "5000").r.elements().size(), 1u);
-  std::this_thread::sleep_for(100ms);
-  EXPECT_EQ(named_by_release("A:1"), "4294967302") << "the stale head skipped";
-  EXPECT_EQ(srv_.command({"ZCARD", queue}), ":0");
+  EXPECT_EQ(force(), "1");
+  EXPECT_EQ(l_.cmd({"EXISTS", name}), ":0");
+  EXPECT_EQ(w.heard(), k.channel + "=0 ");
+  EXPECT_EQ(force(), "0");
+  EXPECT_EQ(w.heard(), "") << "nothing to wake";
 }
 
-// Hand-off (config::handoff_window): a release that names a waiter keeps the lock for it —
-// held to every other acquire, dlock's and Redisson's — until that waiter takes it, leaves
-// (passing it on to the next), or the window ends.
-TEST_F(lock_scripts, an_unlock_keeps_the_lock_for_the_waiter_it_names) {
-  const std::string b_ticket = "4294967297", c_ticket = "4294967298";
-  // Redisson's tryLockInnerAsync (tests/integration/redisson_client.py): nil when acquired.
-  const std::string redisson_try =
-      "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-      "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
-      "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-      "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
-  auto is_kept = [](const result& r) {
-    return !r.ec && r.r.elements().size() == 1u && r.r.elements()[0].integer() == -1;
+TEST_F(scripts_lab, inspect_reads_a_consistent_snapshot) {
+  const auto info = dlock::keys::holder_info(name);
+  auto inspect = [&](std::string_view counter) {
+    return dlock::test::eval(l_.c, dlock::scripts::lock_inspect, {name, counter, info, k.queue},
+                             {});
   };
-
-  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
-  ASSERT_EQ(acquire("B:1", b_ticket).r.elements().size(), 1u);
-  ASSERT_EQ(acquire("C:1", c_ticket).r.elements().size(), 1u);
-  ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
-  EXPECT_EQ(srv_.command({"HGETALL", name}), "[dlock:handoff, " + b_ticket + "]") << "kept for B";
-  const auto kept_pttl = std::stoll(srv_.command({"PTTL", name}).substr(1));
-  EXPECT_GT(kept_pttl, 4000);
-  EXPECT_LE(kept_pttl, 5000) << "for the window, not a lease";
-
-  EXPECT_TRUE(is_kept(acquire("D:1", ""))) << "a try without waiting does not take it";
-  EXPECT_TRUE(is_kept(acquire("C:1", c_ticket))) << "nor does another waiter";
-  EXPECT_TRUE(is_kept(acquire("C:1", c_ticket, "1"))) << "nor a waiter named by an earlier unlock";
-  auto redisson = c_.execute({"EVAL", redisson_try, "1", name, "30000", "R:1"});
-  EXPECT_TRUE(redisson.is_integer() && redisson.integer() > 0) << "Redisson sees it held";
-  EXPECT_EQ(release("dlock:handoff", "5000").r.is_nil(), true)
-      << "the reservation is no hold to release";
-
-  auto b = acquire("B:1", b_ticket, "1");
-  ASSERT_EQ(b.r.elements().size(), 2u) << "B takes what was kept for it";
-  EXPECT_EQ(srv_.command({"HGETALL", name}), "[B:1, 1]") << "an ordinary hold, Redisson's layout";
-  EXPECT_GT(std::stoll(srv_.command({"PTTL", name}).substr(1)), 29000) << "with B's lease";
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]");
-
-  // C is named next, but leaves: what was kept for C is passed on (nobody else waits: freed).
-  ASSERT_EQ(acquire("E:1", "4294967299").r.elements().size(), 1u);
-  ASSERT_EQ(release("B:1", "5000").r.integer(), 1);
-  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), c_ticket);
-  EXPECT_TRUE(leave("4294967299").r.is_nil()) << "E leaves: nothing kept for it";
-  EXPECT_EQ(srv_.command({"ZCARD", queue}), ":0");
-  EXPECT_EQ(srv_.command({"HLEN", expiry}), ":0");
-  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), c_ticket) << "untouched";
-  // F queues; C, named, leaves instead of taking it: passed on to F.
-  ASSERT_EQ(acquire("F:1", "4294967303").r.elements().size(), 1u);
-  EXPECT_EQ(leave(c_ticket).r.integer(), 1) << "C leaves and passes it on";
-  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), "4294967303") << "kept for F now";
-  EXPECT_EQ(acquire("F:1", "4294967303", "1").r.elements().size(), 2u) << "F takes it";
-  ASSERT_EQ(release("F:1", "5000").r.integer(), 1);
-  EXPECT_EQ(srv_.command({"EXISTS", name}), ":0") << "nobody left to keep it for: free";
-  EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u);
-
-  // Window 0: no hand-off, the lock is free at once (the behaviour before hand-offs).
-  ASSERT_EQ(acquire("F:1", "4294967300").r.elements().size(), 1u);
-  ASSERT_EQ(release("D:1", "0").r.integer(), 1);
-  EXPECT_EQ(srv_.command({"EXISTS", name}), ":0");
-  EXPECT_EQ(acquire("G:1", "").r.elements().size(), 2u) << "anyone may take it";
-
-  // A waiter that never comes holds the others up for the window only.
-  ASSERT_EQ(acquire("H:1", "4294967301").r.elements().size(), 1u);
-  ASSERT_EQ(release("G:1", "50").r.integer(), 1);
-  EXPECT_TRUE(is_kept(acquire("D:1", "")));
-  std::this_thread::sleep_for(120ms);
-  EXPECT_EQ(acquire("D:1", "").r.elements().size(), 2u) << "the window ended";
-}
-
-// An unlock names the waiter it keeps the lock for on that waiter's own client channel
-// (keys::waiter_channel, from the id its acquire recorded): one process hears it, and no `0`
-// follows on the lock's channel (the lock is kept: nobody else could take it). The next in
-// line hears its stand-by on its own channel too. Otherwise the waiter is named on the lock's
-// channel, followed by `0` (which dlock clients skip after a ticket): without a hand-off
-// (window 0: the lock is free to all), for an entry without a client id (a dlock from before
-// the channel), and when nobody listens on the waiter's channel (its client died, or this
-// user may not publish there).
-TEST_F(lock_scripts, an_unlock_names_a_waiter_on_its_own_clients_channel_only) {
-  struct heard {
-    std::string channel, payload;
-  };
-  dlock::test::recorder<heard> rec;
-  const std::string x = "client-x", y = "client-y";
-  const auto x_channel = dlock::keys::waiter_channel(x), y_channel = dlock::keys::waiter_channel(y);
-  auto& sub = c_.impl().subscriber();
-  for (const auto& ch : {x_channel, y_channel, k_.channel}) {
-    sub.listen(ch, [&rec](const dlock::transport::pubsub_event& ev) {
-      if (ev.what == dlock::transport::pubsub_event::type::message) {
-        rec.push({std::string(ev.channel), std::string(ev.payload)});
-      }
-    });
-  }
-  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, k_.channel) == 1 &&
-                                                   dlock::test::numsub(srv_, x_channel) == 1 &&
-                                                   dlock::test::numsub(srv_, y_channel) == 1; }, 5s));
-  auto acquire_by = [&](const std::string& client, const std::string& owner, const std::string& ticket) {
-    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry},
-                {"30000", owner, "0", ticket, "5000", "1", "0", client});
-  };
-  auto heard_after = [&](std::size_t before, std::size_t n) {
-    EXPECT_TRUE(rec.wait_for(5s, [&](auto& v) { return v.size() >= before + n; }));
-    std::this_thread::sleep_for(50ms);  // and nothing more
-    auto all = rec.items();
-    std::string out;
-    for (auto i = before; i < all.size(); ++i) out += all[i].channel + "=" + all[i].payload + " ";
-    return out;
-  };
-  const std::string b_ticket = "4294967297", c_ticket = "4294967298", d_ticket = "4294967299";
-
-  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
-  ASSERT_EQ(acquire_by(x, "B:1", b_ticket).r.elements().size(), 1u);
-  ASSERT_EQ(acquire_by(y, "C:1", c_ticket).r.elements().size(), 1u);
-  EXPECT_EQ(srv_.command({"HGET", expiry, b_ticket}).find(" client-x"), 13u) << "'<ms> <client id>'";
-  ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
-  EXPECT_EQ(heard_after(0, 2), x_channel + "=" + b_ticket + " " + y_channel + "=-" + c_ticket + " ")
-      << "B named on X's channel, C stands by on Y's; nothing on the lock's channel";
-
-  ASSERT_EQ(acquire_by(x, "B:1", b_ticket).r.elements().size(), 2u);
-  ASSERT_EQ(release("B:1", "0").r.integer(), 1);
-  EXPECT_EQ(heard_after(2, 2), k_.channel + "=" + c_ticket + " " + k_.channel + "=0 ")
-      << "no hand-off kept: C named, and the lock is free to everyone";
-
-  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
-  ASSERT_EQ(acquire("D:1", d_ticket).r.elements().size(), 1u) << "queued without a client id";
-  ASSERT_EQ(acquire_by(y, "C:1", c_ticket).r.elements().size(), 1u);
-  ASSERT_EQ(release("A:1", "5000").r.integer(), 1);
-  EXPECT_EQ(heard_after(4, 3), k_.channel + "=" + d_ticket + " " + y_channel + "=-" + c_ticket + " " +
-                                   k_.channel + "=0 ")
-      << "D named on the lock's channel and the 0 that such clients skip follows";
-
-  // Z's client listens nowhere (it died, or this user may not publish on its channel).
-  ASSERT_EQ(acquire("D:1", d_ticket, "1").r.elements().size(), 2u) << "D takes what was kept";
-  ASSERT_EQ(acquire_by("client-gone", "Z:1", "4294967300").r.elements().size(), 1u);
-  ASSERT_EQ(release("D:1", "5000").r.integer(), 1);
-  EXPECT_EQ(heard_after(7, 2), y_channel + "=" + c_ticket + " " + k_.channel + "=-4294967300 ")
-      << "Z's stand-by, unheard on its channel, goes to the lock's; C was heard: no 0";
-  ASSERT_EQ(acquire_by(y, "C:1", c_ticket).r.elements().size(), 2u);
-  ASSERT_EQ(release("C:1", "5000").r.integer(), 1);
-  EXPECT_EQ(heard_after(9, 2), k_.channel + "=4294967300 " + k_.channel + "=0 ")
-      << "nobody listens on Z's channel: named on the lock's, and Redisson's waiters told";
-  EXPECT_EQ(srv_.command({"HGET", name, "dlock:handoff"}), "4294967300") << "still kept for Z";
-}
-
-TEST(scripts, renew_extends_held_leases_and_reports_lost_ones) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto held = dlock::test::unique_name("lock"), gone = dlock::test::unique_name("lock");
-  const auto other = dlock::test::unique_name("lock");
-  eval(c, dlock::scripts::mutex_acquire, {held, "redisson_lock_token:{" + held + "}"}, {"1000", "A:1", "0"});
-  eval(c, dlock::scripts::mutex_acquire, {other, "redisson_lock_token:{" + other + "}"}, {"1000", "B:1", "0"});
-  c.execute({"SET", gone + "x", "string"});
-  auto r = eval(c, dlock::scripts::mutex_renew, {held, gone, other, gone + "x"},
-                {"60000", "A:1", "A:1", "A:1", "A:1"});
-  ASSERT_FALSE(r.ec) << r.ec.message();
-  ASSERT_EQ(r.r.elements().size(), 4u);
-  EXPECT_EQ(r.r.elements()[0].integer(), 1);
-  EXPECT_EQ(r.r.elements()[1].integer(), 0) << "no such lock";
-  EXPECT_EQ(r.r.elements()[2].integer(), 0) << "held by someone else";
-  EXPECT_EQ(r.r.elements()[3].integer(), 0) << "another type counts as not held";
-  EXPECT_GT(c.execute({"PTTL", held}).integer(), 59000);
-  EXPECT_LE(c.execute({"PTTL", other}).integer(), 1000) << "others' leases untouched";
-  // Lease "0": only checks (after a reconnect), leases untouched.
-  auto check = eval(c, dlock::scripts::mutex_renew, {held, gone}, {"0", "A:1", "A:1"});
-  ASSERT_EQ(check.r.elements().size(), 2u);
-  EXPECT_EQ(check.r.elements()[0].integer(), 1);
-  EXPECT_EQ(check.r.elements()[1].integer(), 0);
-  EXPECT_LE(c.execute({"PTTL", held}).integer(), 60000);
-  EXPECT_GT(c.execute({"PTTL", held}).integer(), 50000) << "not set to 0 or expired";
-}
-
-TEST(scripts, force_unlock_deletes_and_publishes) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  const auto channel = "redisson_lock__channel:{" + name + "}";
-  eval(c, dlock::scripts::mutex_acquire, {name, "redisson_lock_token:{" + name + "}"}, {"30000", "A:1", "0"});
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_force_unlock, {name, channel}, {"0"}).r.integer(), 1);
-  EXPECT_EQ(c.execute({"EXISTS", name}).integer(), 0);
-  EXPECT_EQ(eval(c, dlock::scripts::mutex_force_unlock, {name, channel}, {"0"}).r.integer(), 0);
-}
-
-TEST(scripts, wrong_type_lock_key_is_reported_not_waited_on) {
-  dlock::test::redis_server srv;
-  dlock::client c{dlock::config::from_uri(srv.url())};
-  const auto name = dlock::test::unique_name("lock");
-  c.execute({"SET", name, "not a hash"});
-  auto r = eval(c, dlock::scripts::mutex_acquire, {name, "redisson_lock_token:{" + name + "}"},
-                {"30000", "A:1", "0"});
-  // HGET on a string fails inside the script: WRONGTYPE, not "held".
-  EXPECT_EQ(r.ec, dlock::errc::wrong_type);
+  EXPECT_EQ(show(inspect(k.slot_counter)), "[none, [], -2, nil, [], 0]") << "nil: false";
+  const auto t = dlock::test::value(l_.acquire({.owner = "A:1"}));
+  l_.acquire({.owner = "A:1", .have = 1});
+  l_.acquire({.owner = "B:1", .ticket = "7", .id = "idB"});
+  l_.acquire({.owner = "C:1", .ticket = "8", .id = "idC"});
+  l_.cmd({"HSET", info, "A:1:host", "h"});
+  auto r = inspect(k.slot_counter);
+  ASSERT_EQ(r.r.elements().size(), 6u) << show(r);
+  EXPECT_EQ(show(r.r.elements()[0]) + " " + show(r.r.elements()[1]), "hash [A:1, 2]");
+  EXPECT_GT(r.r.elements()[2].integer(), 29000);
+  EXPECT_EQ(show(r.r.elements()[3]), std::to_string(t));
+  EXPECT_EQ(show(r.r.elements()[4]) + " " + show(r.r.elements()[5]), "[A:1:host, h] 2");
+  EXPECT_EQ(show(inspect(name).r.elements()[3]), "nil") << "fencing off: no counter read";
+  l_.cmd({"DEL", k.queue});
+  l_.cmd({"SET", k.queue, "x"});
+  EXPECT_EQ(show(inspect(name).r.elements()[5]), "0") << "a queue of another type: none";
 }
 
 }  // namespace
-
-namespace {
-
-// A plain subscriber of `channels` (redis-cli SUBSCRIBE), standing in for a waiter's client.
-class listener {
- public:
-  listener(const dlock::test::redis_server& srv, std::vector<std::string> channels)
-      : p_{args(srv, std::move(channels))} {}
-  // The next message payload that starts with `prefix` (nullopt: none within 5 s).
-  std::optional<std::string> next(const std::string& prefix) {
-    while (auto line = p_.read_line(5s)) {
-      if (line->rfind(prefix, 0) == 0) return line;
-    }
-    return std::nullopt;
-  }
-
- private:
-  static std::vector<std::string> args(const dlock::test::redis_server& srv, std::vector<std::string> channels) {
-    std::vector<std::string> a{"/usr/bin/redis-cli", "-p", std::to_string(srv.port()), "SUBSCRIBE"};
-    a.insert(a.end(), channels.begin(), channels.end());
-    return a;
-  }
-  dlock::test::child_process p_;
-};
-
-}  // namespace
-
-// Grants (config::grants): a release gives the lock straight to the queue's head when its entry
-// takes grants fenced as the releaser fences and its client hears the message: the head's owner
-// field (count 1), the marker with the grant's token, the hand-off window as its expiry, a token
-// from the counter, and `=<ticket> <token> <ms> <sent> <window>` on its client's channel. To everyone
-// else, Redisson too, the lock is held. The head's confirmation sets its lease and ends the
-// marker; nobody else's confirms it.
-class grant_scripts : public lock_scripts {
- protected:
-  // An attempt that queues `owner` taking grants (mode), its client `id`, sent at `sent`.
-  result queue_for_grant(const std::string& owner, const std::string& ticket, const std::string& id,
-                         const char* mode = "s", const char* sent = "123456789012") {
-    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry, own_counter_},
-                {"30000", owner, "0", ticket, "5000", "1", "0", id, mode, sent});
-  }
-  result release_granting(const std::string& owner, const char* mode = "s") {
-    return eval(c_, dlock::scripts::mutex_release,
-                {k_.name, k_.channel, k_.queue, k_.expiry, counter_, own_counter_},
-                {"0", "30000", owner, "1", "100", "", mode});
-  }
-  result leave_granting(const std::string& ticket) {
-    return eval(c_, dlock::scripts::mutex_release,
-                {k_.name, k_.channel, k_.queue, k_.expiry, counter_, own_counter_},
-                {"0", "0", "", "0", "100", ticket, "s"});
-  }
-  result confirm(const std::string& owner, const std::string& ticket) {
-    return eval(c_, dlock::scripts::mutex_acquire, {k_.name, counter_, k_.queue, k_.expiry, own_counter_},
-                {"30000", owner, "1", ticket, "0", "1", "2"});
-  }
-  std::string fields() { return srv_.command({"HGETALL", name}); }
-  std::int64_t pttl() { return std::stoll(srv_.command({"PTTL", name}).substr(1)); }
-  std::int64_t counter() { return std::stoll(srv_.command({"GET", counter_})); }
-
-  const std::string own_counter_ = dlock::keys::fencing_counter(name);
-  const std::string b_ticket = "4294967297", c_ticket = "4294967298";
-};
-
-TEST_F(grant_scripts, a_release_grants_the_lock_to_a_head_that_takes_grants) {
-  listener b_client{srv_, {dlock::keys::waiter_channel("idB")}};
-  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, dlock::keys::waiter_channel("idB")) == 1; }, 5s));
-  const auto a = acquire("A:1", "");
-  ASSERT_EQ(a.r.elements().size(), 2u);
-  const auto a_token = a.r.elements()[1].integer();
-  ASSERT_EQ(queue_for_grant("B:1", b_ticket, "idB").r.elements().size(), 1u) << "held: B queued";
-  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idC").r.elements().size(), 1u) << "held: C queued";
-  EXPECT_EQ(release_granting("A:1").r.integer(), 1);
-
-  const auto token = counter();
-  EXPECT_GT(token, a_token) << "the grant issued a token";
-  EXPECT_EQ(fields(), "[B:1, 1, dlock:grant, " + b_ticket + " " + std::to_string(token) + "]");
-  EXPECT_LE(pttl(), 100) << "the window is the grant's first lease";
-  EXPECT_GT(pttl(), 0);
-  const auto message = b_client.next("=");
-  ASSERT_TRUE(message);
-  // `<ms>`: how long after B's attempt wrote its record (server time): a few ms at most here.
-  const auto head = "=" + b_ticket + " " + std::to_string(token) + " ";
-  ASSERT_EQ(message->rfind(head, 0), 0u) << *message;
-  const auto ms = std::stoll(message->substr(head.size()));
-  EXPECT_GE(ms, 0);
-  EXPECT_LT(ms, 5000);
-  EXPECT_EQ(message->substr(message->find(' ', head.size())), " 123456789012 100")
-      << "B's own send time, echoed; the window";
-  EXPECT_EQ(srv_.command({"ZRANGE", queue, "0", "-1"}), "[" + c_ticket + "]") << "B popped; C next";
-
-  // Held to everyone else: dlock's acquire (C, still queued: told to wait to be woken, not to
-  // sleep out the window, which is not the grantee's lease) and Redisson's.
-  const auto c_try = queue_for_grant("C:1", c_ticket, "idC");
-  ASSERT_EQ(c_try.r.elements().size(), 1u);
-  EXPECT_EQ(c_try.r.elements()[0].integer(), -1);
-  const auto redisson = c_.execute(
-      {"EVAL",
-       "if (redis.call('exists', KEYS[1]) == 0) then return nil end; "
-       "if (redis.call('hexists', KEYS[1], ARGV[1]) == 1) then return nil end; return redis.call('pttl', KEYS[1]);",
-       "1", name, "R:1"});
-  EXPECT_TRUE(redisson.is_integer()) << "Redisson's tryLock finds it held";
-
-  // A grant's marker is nobody's hold to release.
-  EXPECT_TRUE(release_granting("dlock:grant").r.is_nil());
-  // Only B's confirmation confirms it.
-  auto wrong = confirm("B:1", c_ticket);
-  ASSERT_EQ(wrong.r.elements().size(), 2u);
-  EXPECT_EQ(wrong.r.elements()[0].integer(), -1);
-  auto stranger = confirm("C:1", c_ticket);
-  EXPECT_EQ(stranger.r.elements()[0].integer(), -1) << "C holds nothing";
-  EXPECT_EQ(fields(), "[B:1, 1, dlock:grant, " + b_ticket + " " + std::to_string(token) + "]") << "untouched";
-  auto ok = confirm("B:1", b_ticket);
-  ASSERT_EQ(ok.r.elements().size(), 2u);
-  EXPECT_EQ(ok.r.elements()[0].integer(), 0);
-  EXPECT_EQ(ok.r.elements()[1].integer(), token) << "the grant's token";
-  EXPECT_EQ(fields(), "[B:1, 1]") << "the marker ends; Redisson's layout";
-  EXPECT_GT(pttl(), 29000) << "B's own lease";
-  EXPECT_EQ(counter(), token) << "no token drawn by the confirmation";
-  // B's leave now (a late one) releases nothing: the grant is B's hold.
-  EXPECT_TRUE(leave_granting(b_ticket).r.is_nil());
-  EXPECT_EQ(fields(), "[B:1, 1]");
-}
-
-// Without a listener on the head's client channel, or with another fencing mode, the release
-// keeps the lock for the head instead (a reservation: the head acquires it itself).
-TEST_F(grant_scripts, no_grant_without_a_listener_or_in_another_fencing_mode) {
-  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
-  ASSERT_EQ(queue_for_grant("B:1", b_ticket, "nobody").r.elements().size(), 1u);
-  const auto before = counter();
-  EXPECT_EQ(release_granting("A:1").r.integer(), 1);
-  EXPECT_EQ(fields(), "[dlock:handoff, " + b_ticket + "]") << "kept for B, not granted";
-  EXPECT_GT(counter(), before) << "(the undone grant's token is used up: tokens need only increase)";
-
-  listener b_client{srv_, {dlock::keys::waiter_channel("idB")}};
-  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, dlock::keys::waiter_channel("idB")) == 1; }, 5s));
-  ASSERT_EQ(acquire("B:1", b_ticket, "1").r.elements().size(), 2u) << "B takes the reservation";
-  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idB", "l").r.elements().size(), 1u) << "per-lock fencing";
-  EXPECT_EQ(release_granting("B:1", "s").r.integer(), 1);
-  EXPECT_EQ(fields(), "[dlock:handoff, " + c_ticket + "]") << "another mode: kept, not granted";
-  EXPECT_EQ(b_client.next(c_ticket), c_ticket) << "named on its client's channel as before";
-}
-
-// A granted waiter that leaves (it gave up before the message came) releases the grant and
-// passes it on; an attempt of the granted owner takes the grant as its own, with its token.
-TEST_F(grant_scripts, a_leave_passes_a_grant_on_and_an_attempt_adopts_one) {
-  listener clients{srv_, {dlock::keys::waiter_channel("idB"), dlock::keys::waiter_channel("idC")}};
-  ASSERT_TRUE(dlock::test::wait_until([&] { return dlock::test::numsub(srv_, dlock::keys::waiter_channel("idC")) == 1; }, 5s));
-  ASSERT_EQ(acquire("A:1", "").r.elements().size(), 2u);
-  ASSERT_EQ(queue_for_grant("B:1", b_ticket, "idB").r.elements().size(), 1u);
-  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idC").r.elements().size(), 1u);
-  EXPECT_EQ(release_granting("A:1").r.integer(), 1);
-  ASSERT_TRUE(clients.next("=" + b_ticket));
-  EXPECT_EQ(leave_granting(c_ticket).r.is_nil(), true) << "C was not granted: its leave passes nothing on";
-  ASSERT_EQ(queue_for_grant("C:1", c_ticket, "idC").r.elements().size(), 1u);
-  EXPECT_EQ(leave_granting(b_ticket).r.integer(), 1) << "B's grant, passed on";
-  const auto c_token = counter();
-  EXPECT_EQ(fields(), "[C:1, 1, dlock:grant, " + c_ticket + " " + std::to_string(c_token) + "]") << "granted to C";
-  ASSERT_TRUE(clients.next("=" + c_ticket));
-  // C's attempt (an attempt in flight when the grant came) takes it: the grant's token, no new one.
-  const auto adopt = queue_for_grant("C:1", c_ticket, "idC");
-  ASSERT_EQ(adopt.r.elements().size(), 2u);
-  EXPECT_EQ(adopt.r.elements()[0].integer(), 0);
-  EXPECT_EQ(adopt.r.elements()[1].integer(), c_token);
-  EXPECT_EQ(counter(), c_token);
-  EXPECT_EQ(fields(), "[C:1, 1]");
-  EXPECT_GT(pttl(), 29000);
-  EXPECT_TRUE(leave_granting(c_ticket).r.is_nil()) << "a late leave: the hold is C's now";
-  EXPECT_EQ(fields(), "[C:1, 1]");
-  // The confirmation that follows (the grant message came too) still confirms: C holds it.
-  const auto late = confirm("C:1", c_ticket);
-  EXPECT_EQ(late.r.elements()[0].integer(), 0);
-}

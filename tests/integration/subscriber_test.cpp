@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dlock/client.hpp"
+#include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
@@ -28,7 +29,8 @@ dlock::transport::pubsub_listener record_into(dlock::test::recorder<seen>& rec) 
   };
 }
 
-auto count_of(pubsub_event::type what, const std::string& channel = {}, const std::string& payload = {}) {
+auto count_of(pubsub_event::type what, const std::string& channel = {},
+              const std::string& payload = {}) {
   return [=](const std::vector<seen>& v) {
     return std::count_if(v.begin(), v.end(), [&](const seen& s) {
       return s.what == what && (channel.empty() || s.channel == channel) &&
@@ -37,12 +39,10 @@ auto count_of(pubsub_event::type what, const std::string& channel = {}, const st
   };
 }
 
-
-
 TEST(subscriber, carries_many_channels_and_dispatches_to_their_listeners) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};
-  auto& sub = c.impl().subscriber();
+  auto& sub = dlock::detail::client_access::impl(c).subscriber();
   constexpr int channels = 50;
   std::vector<dlock::test::recorder<seen>> recs(channels);
   std::vector<std::string> names;
@@ -52,25 +52,30 @@ TEST(subscriber, carries_many_channels_and_dispatches_to_their_listeners) {
   }
   for (int i = 0; i < channels; ++i) {
     ASSERT_TRUE(recs[static_cast<std::size_t>(i)].wait_for(5s, [&](auto& v) {
-      return count_of(pubsub_event::type::subscribed)(v) + count_of(pubsub_event::type::resubscribed)(v) >= 1;
+      return count_of(pubsub_event::type::subscribed)(v) +
+                 count_of(pubsub_event::type::resubscribed)(v) >=
+             1;
     }));
   }
-  for (int i = 0; i < channels; ++i) srv.command({"PUBLISH", names[static_cast<std::size_t>(i)], "m" + std::to_string(i)});
+  for (int i = 0; i < channels; ++i)
+    srv.command({"PUBLISH", names[static_cast<std::size_t>(i)], "m" + std::to_string(i)});
   for (int i = 0; i < channels; ++i) {
     auto& rec = recs[static_cast<std::size_t>(i)];
-    ASSERT_TRUE(rec.wait_for(5s, [&](auto& v) { return count_of(pubsub_event::type::message)(v) == 1; }));
+    ASSERT_TRUE(
+        rec.wait_for(5s, [&](auto& v) { return count_of(pubsub_event::type::message)(v) == 1; }));
     auto items = rec.items();
-    auto msg = std::find_if(items.begin(), items.end(), [](auto& s) { return s.what == pubsub_event::type::message; });
+    auto msg = std::find_if(items.begin(), items.end(),
+                            [](auto& s) { return s.what == pubsub_event::type::message; });
     EXPECT_EQ(msg->channel, names[static_cast<std::size_t>(i)]);
     EXPECT_EQ(msg->payload, "m" + std::to_string(i));
   }
-  EXPECT_EQ(c.impl().subscriber().connects(), 1u);
+  EXPECT_EQ(dlock::detail::client_access::impl(c).subscriber().connects(), 1u);
 }
 
 TEST(subscriber, shares_a_channel_and_unsubscribes_after_the_last_listener) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};
-  auto& sub = c.impl().subscriber();
+  auto& sub = dlock::detail::client_access::impl(c).subscriber();
   const auto ch = dlock::test::unique_name("ch");
   dlock::test::recorder<seen> a, b;
   auto ida = sub.listen(ch, record_into(a));
@@ -94,7 +99,8 @@ TEST(subscriber, pattern_listeners_receive_matching_channels) {
   dlock::client c{config_for(srv)};
   const auto prefix = dlock::test::unique_name("pat");
   dlock::test::recorder<seen> rec;
-  c.impl().subscriber().listen_pattern(prefix + ":*", record_into(rec));
+  dlock::detail::client_access::impl(c).subscriber().listen_pattern(prefix + ":*",
+                                                                    record_into(rec));
   ASSERT_TRUE(rec.wait_for(5s, [](auto& v) { return !v.empty(); }));
   srv.command({"PUBLISH", prefix + ":a", "x"});
   srv.command({"PUBLISH", "other", "y"});
@@ -105,18 +111,21 @@ TEST(subscriber, pattern_listeners_receive_matching_channels) {
 TEST(subscriber, resubscribes_after_client_kill_and_tells_listeners) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};
-  auto& sub = c.impl().subscriber();
+  auto& sub = dlock::detail::client_access::impl(c).subscriber();
   const auto ch1 = dlock::test::unique_name("ch"), ch2 = dlock::test::unique_name("ch");
   dlock::test::recorder<seen> r1, r2;
   sub.listen(ch1, record_into(r1));
   sub.listen(ch2, record_into(r2));
-  ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, ch1) == 1 && numsub(srv, ch2) == 1; }, 5s));
+  ASSERT_TRUE(
+      dlock::test::wait_until([&] { return numsub(srv, ch1) == 1 && numsub(srv, ch2) == 1; }, 5s));
   const auto before = sub.connects();
   for (int round = 1; round <= 3; ++round) {
     srv.command({"CLIENT", "KILL", "TYPE", "pubsub"});
     // Each listener learns it may have missed messages, once per reconnect.
-    ASSERT_TRUE(r1.wait_for(5s, [&](auto& v) { return count_of(pubsub_event::type::resubscribed, ch1)(v) >= round; }));
-    ASSERT_TRUE(r2.wait_for(5s, [&](auto& v) { return count_of(pubsub_event::type::resubscribed, ch2)(v) >= round; }));
+    ASSERT_TRUE(r1.wait_for(
+        5s, [&](auto& v) { return count_of(pubsub_event::type::resubscribed, ch1)(v) >= round; }));
+    ASSERT_TRUE(r2.wait_for(
+        5s, [&](auto& v) { return count_of(pubsub_event::type::resubscribed, ch2)(v) >= round; }));
     const auto payload = "after-" + std::to_string(round);
     srv.command({"PUBLISH", ch1, payload});
     srv.command({"PUBLISH", ch2, payload});
@@ -131,7 +140,7 @@ TEST(subscriber, resubscribes_after_server_restart) {
   dlock::client c{config_for(srv)};
   const auto ch = dlock::test::unique_name("ch");
   dlock::test::recorder<seen> rec;
-  c.impl().subscriber().listen(ch, record_into(rec));
+  dlock::detail::client_access::impl(c).subscriber().listen(ch, record_into(rec));
   ASSERT_TRUE(dlock::test::wait_until([&] { return numsub(srv, ch) == 1; }, 5s));
   srv.restart();
   ASSERT_TRUE(rec.wait_for(10s, count_of(pubsub_event::type::resubscribed, ch)));

@@ -1,14 +1,15 @@
 // Helpers shared by the integration tests: thread-safe event recording with bounded waits.
 #pragma once
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
-#include <atomic>
-#include <unistd.h>
 
 #include "dlock/config.hpp"
 #include "support/redis_server.hpp"
@@ -25,7 +26,8 @@ class recorder {
     cv_.notify_all();
   }
   // Waits until pred(items) holds or `limit` passes; returns whether it held.
-  bool wait_for(std::chrono::milliseconds limit, const std::function<bool(const std::vector<T>&)>& pred) {
+  bool wait_for(std::chrono::milliseconds limit,
+                const std::function<bool(const std::vector<T>&)>& pred) {
     std::unique_lock lock{mu_};
     return cv_.wait_for(lock, limit, [&] { return pred(items_); });
   }

@@ -107,11 +107,13 @@ TEST(auth, password_server_accepts_the_password_and_rejects_others) {
   dlock::test::redis_server srv{o};
   const auto base = "redis://127.0.0.1:" + std::to_string(srv.port());
 
-  dlock::client good{dlock::config::from_uri("redis://:s3cret@127.0.0.1:" + std::to_string(srv.port()))};
+  dlock::client good{
+      dlock::config::from_uri("redis://:s3cret@127.0.0.1:" + std::to_string(srv.port()))};
   EXPECT_EQ(good.execute({"ECHO", "in"}).str(), "in");
 
   std::error_code ec;
-  dlock::client wrong{dlock::config::from_uri("redis://:nope@127.0.0.1:" + std::to_string(srv.port()))};
+  dlock::client wrong{
+      dlock::config::from_uri("redis://:nope@127.0.0.1:" + std::to_string(srv.port()))};
   const auto start = std::chrono::steady_clock::now();
   wrong.ping(ec);
   EXPECT_EQ(ec, errc::auth_failed);

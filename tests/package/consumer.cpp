@@ -1,8 +1,7 @@
 // Built against an installed dlock by tests/package/check: the public headers and the exported
 // target are enough to configure, parse a URI and construct (and shut down) a client.
-#include <dlock/dlock.hpp>
-
 #include <cstdio>
+#include <dlock/dlock.hpp>
 
 int main() {
   std::error_code ec;

@@ -132,12 +132,14 @@ void child_process::close_stdin() { close_fd(stdin_); }
 
 void child_process::pause() {
   ::kill(pid_, SIGSTOP);
-  wait_state(WUNTRACED, [](int st) { return WIFSTOPPED(st); }, "stop");
+  wait_state(
+      WUNTRACED, [](int st) { return WIFSTOPPED(st); }, "stop");
 }
 
 void child_process::resume() {
   ::kill(pid_, SIGCONT);
-  wait_state(WCONTINUED, [](int st) { return WIFCONTINUED(st); }, "continue");
+  wait_state(
+      WCONTINUED, [](int st) { return WIFCONTINUED(st); }, "continue");
 }
 
 void child_process::kill9() {

@@ -11,10 +11,11 @@
 // Every wait is bounded. One thread at a time.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace dlock::test {

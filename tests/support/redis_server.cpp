@@ -1,6 +1,16 @@
 #include "support/redis_server.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <climits>
 #include <condition_variable>
@@ -8,22 +18,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sstream>
 #include <stdexcept>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 namespace dlock::test {
 namespace {
@@ -31,9 +32,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr auto stop_grace = 2s;      // SIGTERM -> SIGKILL
-constexpr auto signal_wait = 2s;     // SIGSTOP / SIGCONT to take effect
-constexpr auto start_poll = 10ms;    // readiness polling interval
+constexpr auto stop_grace = 2s;    // SIGTERM -> SIGKILL
+constexpr auto signal_wait = 2s;   // SIGSTOP / SIGCONT to take effect
+constexpr auto start_poll = 10ms;  // readiness polling interval
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -188,7 +189,9 @@ class spawner {
   }
 
  private:
-  spawner() { std::thread{[this] { run(); }}.detach(); }
+  spawner() {
+    std::thread{[this] { run(); }}.detach();
+  }
 
   [[noreturn]] void run() {
     for (;;) {
@@ -630,9 +633,9 @@ std::vector<std::string> redis_server::build_argv() const {
   const std::string plain =
       std::to_string(opts_.tls ? (opts_.tls_plain_admin_port ? admin_port_ : 0) : port_);
   std::vector<std::string> a{executable_, dir_ + "/redis.conf"};
-  a.insert(a.end(), {"--port", plain, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                     "--dir", dir_, "--daemonize", "no", "--logfile", log_path(),
-                     "--enable-debug-command", "local"});
+  a.insert(a.end(),
+           {"--port", plain, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+            dir_, "--daemonize", "no", "--logfile", log_path(), "--enable-debug-command", "local"});
   if (opts_.tls) {
     a.insert(a.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", opts_.tls_cert_file,
                        "--tls-key-file", opts_.tls_key_file});
@@ -662,8 +665,8 @@ bool redis_server::probe_ready() const {
 
 bool redis_server::launch(clock_type::time_point deadline) {
   write_files();
-  unique_fd out{::open((dir_ + "/redis.stdout").c_str(),
-                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+  unique_fd out{
+      ::open((dir_ + "/redis.stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
   if (out.get() < 0) throw_errno("open " + dir_ + "/redis.stdout", errno);
   pid_ = spawn(executable_, build_argv(), out.get());
   out.reset();
@@ -705,8 +708,8 @@ void redis_server::start() {
     }
     if (launch(deadline)) return;
     if (clock_type::now() >= deadline || (first && attempt >= 8)) {
-      throw std::runtime_error("redis-server: port " + std::to_string(port_) +
-                               " stays in use\n" + log_tail());
+      throw std::runtime_error("redis-server: port " + std::to_string(port_) + " stays in use\n" +
+                               log_tail());
     }
     if (!first) std::this_thread::sleep_for(50ms);  // restart: wait for the same port to free up
   }

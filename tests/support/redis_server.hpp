@@ -22,11 +22,12 @@
 // command() may be called from any thread; the other members from one thread at a time.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace dlock::test {
@@ -58,10 +59,10 @@ struct redis_server_options {
   std::vector<std::string> extra_args{};    // appended last, e.g. {"--maxmemory", "1mb"}
   std::vector<std::string> config_lines{};  // written to <dir>/redis.conf (the command line
                                             // overrides them)
-  std::string acl_file_contents{};  // non-empty: written to <dir>/users.acl, --aclfile
-  std::string requirepass{};        // non-empty: --requirepass; command() AUTHs with it
-  std::string admin_username{};     // command() AUTHs as this user ...
-  std::string admin_password{};     // ... with this password (for ACL-file servers)
+  std::string acl_file_contents{};          // non-empty: written to <dir>/users.acl, --aclfile
+  std::string requirepass{};                // non-empty: --requirepass; command() AUTHs with it
+  std::string admin_username{};             // command() AUTHs as this user ...
+  std::string admin_password{};             // ... with this password (for ACL-file servers)
 
   bool tls = false;                     // --tls-port P --port 0 (port()/url(): the TLS port)
   std::string tls_cert_file{};          // server certificate (PEM)
@@ -78,7 +79,8 @@ struct redis_server_options {
   // `app`, password `password`, has `rules` (e.g. "~app:* &* +@all").
   static redis_server_options with_app_user(const std::string& password, const std::string& rules) {
     redis_server_options o;
-    o.acl_file_contents = "user default on nopass ~* &* +@all\nuser app on >" + password + " " + rules + "\n";
+    o.acl_file_contents =
+        "user default on nopass ~* &* +@all\nuser app on >" + password + " " + rules + "\n";
     return o;
   }
 };
@@ -158,13 +160,13 @@ class redis_server {
 // Certificates for TLS tests, all PEM (EC P-256, valid 2 days), created by make_tls_material.
 struct tls_material {
   std::string dir;
-  std::string ca_cert, ca_key;                  // ca.pem, ca.key: the test CA
-  std::string server_cert, server_key;          // server.pem/.key: CN localhost,
-                                                // SAN IP:127.0.0.1, DNS:localhost (by the CA)
-  std::string other_host_cert, other_host_key;  // other_host.pem/.key: CN and SAN
-                                                // DNS:elsewhere.invalid only (by the CA)
-  std::string client_cert, client_key;          // client.pem/.key: client cert (by the CA)
-  std::string wrong_ca_cert, wrong_ca_key;      // wrong_ca.pem/.key: an unrelated CA
+  std::string ca_cert, ca_key;                      // ca.pem, ca.key: the test CA
+  std::string server_cert, server_key;              // server.pem/.key: CN localhost,
+                                                    // SAN IP:127.0.0.1, DNS:localhost (by the CA)
+  std::string other_host_cert, other_host_key;      // other_host.pem/.key: CN and SAN
+                                                    // DNS:elsewhere.invalid only (by the CA)
+  std::string client_cert, client_key;              // client.pem/.key: client cert (by the CA)
+  std::string wrong_ca_cert, wrong_ca_key;          // wrong_ca.pem/.key: an unrelated CA
   std::string wrong_client_cert, wrong_client_key;  // wrong_client.pem/.key: by the wrong CA
 };
 

@@ -28,7 +28,7 @@ using clock = std::chrono::steady_clock;
 
 constexpr std::size_t hold_limit = 4 * 1024 * 1024;  // per connection and direction
 constexpr std::size_t read_size = 64 * 1024;
-constexpr std::size_t head_size = 256;        // client bytes kept per connection for freeze()
+constexpr std::size_t head_size = 256;  // client bytes kept per connection for freeze()
 constexpr int connect_limit_ms = 1000;
 
 enum class mode { pass, blackhole, pause };
@@ -201,7 +201,8 @@ struct tcp_proxy::impl {
         return;
       }
       const auto size = static_cast<std::size_t>(n);
-      if (f.head.size() < head_size) f.head.append(buf.data(), std::min(size, head_size - f.head.size()));
+      if (f.head.size() < head_size)
+        f.head.append(buf.data(), std::min(size, head_size - f.head.size()));
       if (f.done || modes[d] == mode::blackhole) {
         dropped[d] += size;
         continue;
@@ -238,8 +239,8 @@ struct tcp_proxy::impl {
 
   short events_for(int fd, const connection& c, clock::time_point now) const {
     short ev = 0;
-    const flow& in = fd == c.client ? c.up : c.down;    // read from fd
-    const flow& out = fd == c.client ? c.down : c.up;   // written to fd
+    const flow& in = fd == c.client ? c.up : c.down;   // read from fd
+    const flow& out = fd == c.client ? c.down : c.up;  // written to fd
     const std::size_t in_dir = fd == c.client ? 0 : 1;
     if (can_read(in, in_dir)) ev |= POLLIN;
     if (front_due(out, 1 - in_dir, now)) ev |= POLLOUT;
@@ -404,11 +405,13 @@ void tcp_proxy::blackhole(direction d) {
 }
 
 void tcp_proxy::pause(direction d) {
-  impl_->control([&m = *impl_, d] { impl::each(d, [&](std::size_t i) { m.modes[i] = mode::pause; }); });
+  impl_->control(
+      [&m = *impl_, d] { impl::each(d, [&](std::size_t i) { m.modes[i] = mode::pause; }); });
 }
 
 void tcp_proxy::resume(direction d) {
-  impl_->control([&m = *impl_, d] { impl::each(d, [&](std::size_t i) { m.modes[i] = mode::pass; }); });
+  impl_->control(
+      [&m = *impl_, d] { impl::each(d, [&](std::size_t i) { m.modes[i] = mode::pass; }); });
 }
 
 void tcp_proxy::delay(direction d, std::chrono::milliseconds ms) {
@@ -451,7 +454,8 @@ std::uint64_t tcp_proxy::bytes_dropped(direction d) const {
 std::uint64_t tcp_proxy::bytes_held(direction d) const {
   std::lock_guard lock{impl_->mu};
   std::uint64_t n = 0;
-  for (auto& c : impl_->conns) impl::each(d, [&](std::size_t i) { n += (i == 0 ? c.up : c.down).held; });
+  for (auto& c : impl_->conns)
+    impl::each(d, [&](std::size_t i) { n += (i == 0 ? c.up : c.down).held; });
   return n;
 }
 

@@ -209,7 +209,8 @@ TEST(acquire_machine_failures, transient_retries_end_at_the_deadline) {
   EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0, t0 + 1ms)), "timer(t0+51ms)");
   EXPECT_EQ(show(m.on_timer(t0 + 51ms)), "attempt(0,queue,b=50ms) timer(t0+150ms)");
   EXPECT_EQ(show(m.on_reply(err(errc::loading), none, t0 + 51ms, t0 + 60ms)), "timer(t0+100ms)");
-  EXPECT_EQ(show(m.on_timer(t0 + 100ms)), "complete(timeout)") << "never queued";
+  // The error being waited out is the answer at the deadline (never queued: nothing to give).
+  EXPECT_EQ(show(m.on_timer(t0 + 100ms)), "complete(loading)");
 }
 
 TEST(acquire_machine_failures, a_reply_starts_the_transient_window_again) {

@@ -11,7 +11,8 @@ TEST(client_info, takes_id_addr_and_laddr_from_redis_7s_reply) {
   const auto who = parse_client_info(reply::make_bulk(
       "id=12 addr=127.0.0.1:50310 laddr=127.0.0.1:6379 fd=8 name=dlock age=0 idle=0 flags=N db=0 "
       "sub=0 psub=0 ssub=0 multi=-1 qbuf=26 qbuf-free=20448 argv-mem=10 multi-mem=0 rbs=1024 "
-      "rbp=0 obl=0 oll=0 omem=0 tot-mem=22298 events=r cmd=client|info user=default redir=-1 resp=2\n"));
+      "rbp=0 obl=0 oll=0 omem=0 tot-mem=22298 events=r cmd=client|info user=default redir=-1 "
+      "resp=2\n"));
   ASSERT_TRUE(who);
   EXPECT_EQ(who->id, "12");
   EXPECT_EQ(who->addr, "127.0.0.1:50310");
@@ -19,7 +20,8 @@ TEST(client_info, takes_id_addr_and_laddr_from_redis_7s_reply) {
 }
 
 TEST(client_info, an_ipv6_address_and_fields_in_any_order) {
-  const auto who = parse_client_info(reply::make_bulk("laddr=[::1]:6379 fd=9 id=7 addr=[::1]:41000"));
+  const auto who =
+      parse_client_info(reply::make_bulk("laddr=[::1]:6379 fd=9 id=7 addr=[::1]:41000"));
   ASSERT_TRUE(who);
   EXPECT_EQ(who->id, "7");
   EXPECT_EQ(who->addr, "[::1]:41000");
@@ -27,7 +29,8 @@ TEST(client_info, an_ipv6_address_and_fields_in_any_order) {
 }
 
 TEST(client_info, anything_else_is_no_identity) {
-  EXPECT_FALSE(parse_client_info(reply::make_error("ERR unknown subcommand 'INFO'")));  // before 6.2
+  EXPECT_FALSE(
+      parse_client_info(reply::make_error("ERR unknown subcommand 'INFO'")));  // before 6.2
   EXPECT_FALSE(parse_client_info(reply::make_error("NOPERM this user has no permissions")));
   EXPECT_FALSE(parse_client_info(reply::make_integer(12)));
   EXPECT_FALSE(parse_client_info(reply::make_nil()));

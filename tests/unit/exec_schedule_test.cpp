@@ -1,11 +1,11 @@
 // When `dlock exec` starts its command and when it signals it (tools/dlock/exec_schedule.hpp):
 // the command must be dead, with a margin, before the lease's trust deadline.
+#include "../../tools/dlock/exec_schedule.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <optional>
-
-#include "../../tools/dlock/exec_schedule.hpp"
 
 namespace {
 

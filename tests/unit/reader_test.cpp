@@ -2,12 +2,11 @@
 #include "resp/reader.hpp"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <string>

@@ -1,9 +1,8 @@
 // The dlock command: shared pieces of its subcommands.
 #pragma once
 
-#include <dlock/dlock.hpp>
-
 #include <chrono>
+#include <dlock/dlock.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -1,6 +1,5 @@
 // The dlock command: run commands under distributed locks, inspect and release locks.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "cli.hpp"
@@ -43,7 +42,8 @@ int main(int argc, char** argv) {
 
   exec_options eo;
   auto* exec = app.add_subcommand("exec", "run a command while holding a lock");
-  exec->add_option("--wait", eo.wait, "give up after waiting this long (0: one try; default: forever)");
+  exec->add_option("--wait", eo.wait,
+                   "give up after waiting this long (0: one try; default: forever)");
   exec->add_option("--lease", eo.lease,
                    "fixed lease instead of the renewed watchdog lease; also a limit on the run "
                    "time (SIGTERM, then SIGKILL before it ends)");
@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   auto* unlock = app.add_subcommand("unlock", "release a lock whoever holds it (--force)");
   unlock->add_flag("--force", force, "required: delete the lock and wake its waiters");
   unlock->add_option("name", name, "lock name")->required();
-  auto* ping = app.add_subcommand("ping", "check the connection; warn about lock-evicting policies");
+  auto* ping =
+      app.add_subcommand("ping", "check the connection; warn about lock-evicting policies");
 
   try {
     app.parse(argc, argv);

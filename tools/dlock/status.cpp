@@ -12,11 +12,21 @@ std::string json_string(const std::string& s) {
   for (const char c : s) {
     const auto ch = static_cast<unsigned char>(c);
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (ch < 0x20) {
           char buf[8];
@@ -51,16 +61,18 @@ void print_json(const std::string& name, const dlock::lock_status& s) {
     if (!h.host.empty()) {
       std::printf(", \"host\": %s, \"pid\": %lld, \"command\": %s, \"acquired_at\": %s",
                   json_string(h.host).c_str(), static_cast<long long>(h.pid),
-                  json_string(h.command).c_str(), json_string(iso_time(h.acquired_unix_ms)).c_str());
+                  json_string(h.command).c_str(),
+                  json_string(iso_time(h.acquired_unix_ms)).c_str());
     }
     std::printf("}");
   }
   std::printf("]");
-  std::printf(", \"remaining_lease_ms\": %lld, \"fencing_counter\": %llu, \"queued\": %lld, "
-              "\"subscribers\": %lld}\n",
-              static_cast<long long>(s.held ? s.remaining_lease.count() : 0),
-              static_cast<unsigned long long>(s.fencing_counter), static_cast<long long>(s.queued),
-              static_cast<long long>(s.subscribers));
+  std::printf(
+      ", \"remaining_lease_ms\": %lld, \"fencing_counter\": %llu, \"queued\": %lld, "
+      "\"subscribers\": %lld}\n",
+      static_cast<long long>(s.held ? s.remaining_lease.count() : 0),
+      static_cast<unsigned long long>(s.fencing_counter), static_cast<long long>(s.queued),
+      static_cast<long long>(s.subscribers));
 }
 
 void print_text(const std::string& name, const dlock::lock_status& s) {
@@ -74,9 +86,11 @@ void print_text(const std::string& name, const dlock::lock_status& s) {
     }
   }
   if (s.queued > 0) std::printf("  dlock waiters queued: %lld\n", static_cast<long long>(s.queued));
-  if (s.held) std::printf("  remaining lease: %lld ms\n", static_cast<long long>(s.remaining_lease.count()));
+  if (s.held)
+    std::printf("  remaining lease: %lld ms\n", static_cast<long long>(s.remaining_lease.count()));
   std::printf("  fencing counter: %llu\n  waiting subscribers: %lld\n",
-              static_cast<unsigned long long>(s.fencing_counter), static_cast<long long>(s.subscribers));
+              static_cast<unsigned long long>(s.fencing_counter),
+              static_cast<long long>(s.subscribers));
 }
 
 }  // namespace
@@ -125,7 +139,8 @@ int run_ping(const global_options& g) {
   // ping reports the policy itself (below), with its value on stdout: not twice.
   cfg.on_warning = [](dlock::warning w, std::string_view message) {
     if (w != dlock::warning::evicting_policy) {
-      std::fprintf(stderr, "dlock: warning: %.*s\n", static_cast<int>(message.size()), message.data());
+      std::fprintf(stderr, "dlock: warning: %.*s\n", static_cast<int>(message.size()),
+                   message.data());
     }
   };
   dlock::client client{std::move(cfg)};

@@ -13,7 +13,8 @@
 -- already ARGV[4] - 1 (a resend that was applied).
 -- Hand-off: the queue's longest-waiting live dlock waiter gets the lock outright — its owner
 -- field at 1, its own lease, a fencing token kept in its record — and its client is told on its
--- waiter channel; if no one hears (the process died), the next one is tried. When Redisson
+-- waiter channel; if its client is not subscribed there (the process died), the next one is
+-- tried. When Redisson
 -- processes wait too (NUMSUB of Redisson's channel above that of dlock's, to which every dlock
 -- waiter subscribes), the lock is left free to them instead: the yield marker keeps dlock
 -- attempts off it for ARGV[7] ms, `y` on dlock's channel tells dlock waiters that the `0` which
@@ -40,11 +41,14 @@ if counts[2] > counts[4] then
   redis.pcall('set', KEYS[4], '1', 'PX', ARGV[7])
   redis.pcall('publish', ARGV[2], 'y')
 else
-  local now = redis.call('time')
-  local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+  local now, now_ms
   for _ = 1, 16 do  -- bounded: a pile of dead waiters is cleared over several releases
     local head = redis.pcall('zrange', KEYS[2], 0, 0)
     if type(head) ~= 'table' or not head[1] then break end
+    if not now then
+      now = redis.call('time')
+      now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    end
     local ticket = head[1]
     local record = redis.pcall('hget', KEYS[3], ticket)
     local stale_at, id, owner, lease, fenced = string.match(type(record) == 'string' and record or '',
@@ -61,8 +65,14 @@ else
       if token and type(redis.pcall('hset', KEYS[1], owner, '1')) == 'number' and
          type(redis.pcall('pexpire', KEYS[1], lease)) == 'number' and
          type(redis.pcall('hset', KEYS[3], ticket, 'g ' .. digits(token))) == 'number' then
-        local heard = redis.pcall('publish', ARGV[2] .. ':' .. id, ticket)
-        if type(heard) == 'number' and heard > 0 then return 1 end
+        -- Only its client's own subscription counts (PUBLISH's count includes pattern
+        -- subscribers, which would make a dead waiter look alive).
+        -- A PUBLISH refused (no right to the channel) undoes the hand-off as well.
+        local channel = ARGV[2] .. ':' .. id
+        if redis.call('pubsub', 'numsub', channel)[2] > 0 and
+           type(redis.pcall('publish', channel, ticket)) == 'number' then
+          return 1
+        end
       end
       redis.call('del', KEYS[1])
       redis.pcall('hdel', KEYS[3], ticket)
