@@ -23,16 +23,8 @@ using dlock::test::child_process;
 namespace {
 
 TEST(cluster_node, exec_waiting_hand_off_and_status_work_on_a_single_node_cluster) {
-  // The cluster bus has a port of its own (port + 10000 by default: too high for most ports).
-  dlock::test::redis_server srv{
-      {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                      "--cluster-port", std::to_string(dlock::test::free_port())}}};
-  ASSERT_EQ(srv.command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}), "+OK");
-  ASSERT_TRUE(dlock::test::wait_until(
-      [&] {
-        return srv.command({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
-      },
-      10s));
+  const auto node = dlock::test::start_cluster_node();
+  auto& srv = *node;
   const auto name = dlock::test::unique_name("cluster") + "{orders}";
   // The first holds until told; the second waits in the queue and gets the lock handed over.
   child_process first{{DLOCK_CLI, "exec", "--url", srv.url(), name, "--", "/bin/sh", "-c",

@@ -304,17 +304,8 @@ TEST(scripts_layout, every_key_and_channel_is_in_the_names_slot) {
 
 // A single-node Redis Cluster checks that a script's keys share one slot (CROSSSLOT otherwise).
 TEST(scripts_layout, the_scripts_run_in_one_slot_of_a_cluster) {
-  // The cluster bus listens on a port of its own (port + 10000 by default, too high for most
-  // free ports).
-  dlock::test::redis_server srv{
-      {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                      "--cluster-port", std::to_string(dlock::test::free_port())}}};
-  ASSERT_EQ(srv.command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}), "+OK");
-  ASSERT_TRUE(dlock::test::wait_until(
-      [&] {
-        return srv.command({"CLUSTER", "INFO"}).find("cluster_state:ok") != std::string::npos;
-      },
-      10s));
+  const auto node = dlock::test::start_cluster_node();
+  auto& srv = *node;
   const auto tag = dlock::test::unique_name("tag");
   for (const auto& name : {dlock::test::unique_name("lock"), "pre{" + tag + "}post"}) {
     SCOPED_TRACE(name);

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,33 @@ inline long long command_stat(const redis_server& srv, const std::string& comman
   const auto at = stats.find(field + "=", line);
   if (at == std::string::npos || at > end) return 0;
   return std::stoll(stats.substr(at + field.size() + 1));
+}
+
+// A single-node Redis Cluster serving every slot, ready (cluster_state:ok). Its bus port is
+// picked free apart from the main port, so a start may lose that port to another test's server:
+// it is tried again with another.
+inline std::unique_ptr<redis_server> start_cluster_node() {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      auto srv = std::make_unique<redis_server>(redis_server_options{
+          .extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-port", std::to_string(free_port())}});
+      if (srv->command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}) != "+OK") {
+        throw std::runtime_error{"CLUSTER ADDSLOTSRANGE refused"};
+      }
+      if (!wait_until(
+              [&] {
+                return srv->command({"CLUSTER", "INFO"}).find("cluster_state:ok") !=
+                       std::string::npos;
+              },
+              std::chrono::seconds{10})) {
+        throw std::runtime_error{"the cluster node never reached cluster_state:ok"};
+      }
+      return srv;
+    } catch (const std::exception&) {
+      if (attempt == 2) throw;
+    }
+  }
 }
 
 }  // namespace dlock::test
