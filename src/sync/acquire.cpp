@@ -55,10 +55,7 @@ class acquire_op final : public waiter,
     c_.track(this);
     step(m_.start(clock::now()));
   }
-  void wake(bool foreign) override {
-    owes_wake_ = owes_wake_ || foreign;
-    step(m_.on_wake(foreign, clock::now()));
-  }
+  void wake(bool foreign) override { step(m_.on_wake(foreign, clock::now())); }
   void wake_by(clock::time_point at) override { step(m_.on_wake(false, clock::now(), at)); }
   void abort(std::error_code ec) override { step(m_.on_cancel(ec, clock::now())); }
 
@@ -99,11 +96,6 @@ class acquire_op final : public waiter,
                       std::span<const std::string_view>{keys, keys_.slot_counter.empty() ? 4u : 6u},
                       argv, args.budget,
                       [self = shared_from_this(), sent](std::error_code ec, reply r) {
-                        // A held reply answers a `0` that woke it: the lock was not free after all.
-                        const auto& e = r.elements();
-                        if (!ec && !e.empty() && e[0].is_integer() && e[0].integer() != 0) {
-                          self->owes_wake_ = false;
-                        }
                         self->step(self->m_.on_reply(ec, r, sent, clock::now()));
                       });
   }
@@ -141,7 +133,7 @@ class acquire_op final : public waiter,
       c_.waiters().remove(hold_->name, this);
       // Woken by a `0` it could not answer (a timeout, a cancellation, an error): the lock may
       // be free, and the other waiters of this process were not woken.
-      if (ec && owes_wake_) c_.waiters().pass_on(hold_->name);
+      if (ec && m_.owes_wake()) c_.waiters().pass_on(hold_->name);
     }
     c_.untrack(this);
     if (!ec) {
@@ -168,7 +160,6 @@ class acquire_op final : public waiter,
   clock::time_point last_sent_{};
   std::uint64_t timer_gen_ = 0;
   bool registered_ = false, finished_ = false;
-  bool owes_wake_ = false;  // a `0` woke it and no attempt since found the lock held
 };
 
 }  // namespace

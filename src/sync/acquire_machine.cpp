@@ -161,7 +161,8 @@ acquire_machine::actions acquire_machine::on_replicas(std::error_code ec, std::i
 
 acquire_machine::actions acquire_machine::held(std::int64_t pttl, clock::time_point now) {
   if (!waits_) return finish(errc::timeout, now);
-  may_hold_ = true;  // queued: a hand-off may name it from now on
+  may_hold_ = true;    // queued: a hand-off may name it from now on
+  owes_wake_ = false;  // the `0` that woke it, if any, was answered: the lock is held
   if (!time_left(now)) return finish(errc::timeout, now);
   const bool subscribe = !subscribed_;
   subscribed_ = true;
@@ -190,6 +191,7 @@ acquire_machine::actions acquire_machine::on_wake(bool foreign, clock::time_poin
   }
   if (!time_left(now) && phase_ == phase::sleeping) return finish(timed_out(), now);
   foreign_ = foreign_ || foreign;
+  owes_wake_ = owes_wake_ || foreign;
   if (phase_ == phase::sleeping) return attempt(now);
   if (phase_ == phase::attempting) wake_pending_ = true;
   return {};

@@ -82,6 +82,9 @@ class acquire_machine {
   std::uint64_t token() const noexcept { return token_; }
   clock::time_point trusted_from() const noexcept { return acquired_sent_; }
   bool replicated() const noexcept { return replicated_; }
+  // A `0` woke it and no attempt since found the lock held: ending without the lock, it owes
+  // that wake-up to the next waiter of its process (the lock may be free).
+  bool owes_wake() const noexcept { return owes_wake_; }
 
  private:
   enum class phase { idle, attempting, replicating, sleeping, done };
@@ -99,6 +102,7 @@ class acquire_machine {
   bool waits_ = false;         // may wait: it queues, and subscribes when the lock is held
   bool wake_pending_ = false;  // woken while attempting: attempt again after the reply
   bool in_flight_ = false;     // an attempt is out
+  bool owes_wake_ = false;     // see owes_wake()
   bool sent_foreign_ = false;  // the attempt out answers a Redisson unlock (kept for a resend)
   std::optional<clock::time_point> yield_by_;  // a yield came while attempting: re-check by then
   bool foreign_ = false;                       // the next attempt answers a Redisson unlock

@@ -59,13 +59,6 @@ void send_mutex_release(client_impl& c, const lock_keys& k, std::chrono::millise
 
 namespace {
 
-bool is_retryable_give_back(std::error_code ec) {
-  return ec == errc::timeout || ec == errc::connection_lost || ec == errc::loading ||
-         ec == errc::busy || ec == errc::try_again || ec == errc::cluster_down ||
-         ec == errc::master_down || ec == errc::max_clients || ec == errc::connect_timeout ||
-         ec == errc::connection_refused;
-}
-
 struct give_back_op : std::enable_shared_from_this<give_back_op> {
   client_impl& c;
   std::shared_ptr<hold_state> hold;
@@ -100,7 +93,7 @@ struct give_back_op : std::enable_shared_from_this<give_back_op> {
     if (clock::now() >= until) return end();  // expired by itself
     send_mutex_release(c, keys, hold->lease, hold->owner, have, ticket,
                        [self = shared_from_this()](std::error_code ec, reply) {
-                         if (!ec || !is_retryable_give_back(ec) || self->c.stopped()) {
+                         if (!ec || !is_retryable(ec) || self->c.stopped()) {
                            return self->end();
                          }
                          self->retry_later();

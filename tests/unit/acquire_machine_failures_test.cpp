@@ -1,6 +1,6 @@
 // detail::acquire_machine, part 2: cancellation, lost replies, error replies, re-entry, WAIT for
 // replicas and malformed replies, stepped with constructed steady_clock times. Actions are
-// compared whole as rendered by show(), as in acquire_machine_test.cpp (its helpers, repeated).
+// compared whole as rendered by show() (acquire_machine_steps.hpp).
 #include <gtest/gtest.h>
 
 #include <asio/error.hpp>
@@ -10,76 +10,14 @@
 #include <system_error>
 #include <utility>
 
+#include "acquire_machine_steps.hpp"
 #include "dlock/error.hpp"
 #include "dlock/reply.hpp"
 #include "sync/acquire_machine.hpp"
 
 namespace {
 
-using namespace std::chrono_literals;
-using dlock::errc;
-using dlock::reply;
-using machine = dlock::detail::acquire_machine;
-using time_point = machine::clock::time_point;
-
-const time_point t0 = time_point{} + 1000h;
-const std::error_code ok{};
-const std::error_code aborted = asio::error::operation_aborted;
-std::error_code err(errc e) { return make_error_code(e); }
-
-reply script(std::int64_t status, std::int64_t value) {
-  return reply::make_array({reply::make_integer(status), reply::make_integer(value)});
-}
-reply acquired(std::int64_t token) { return script(0, token); }
-reply held(std::int64_t pttl) { return script(1, pttl); }
-const reply none{};  // the reply that comes with an error
-
-std::string name(std::error_code ec) {
-  if (!ec) return "ok";
-  if (ec == aborted) return "operation_aborted";
-  static constexpr std::pair<errc, const char*> names[] = {
-      {errc::timeout, "timeout"},
-      {errc::shutdown, "shutdown"},
-      {errc::connection_lost, "connection_lost"},
-      {errc::connection_refused, "connection_refused"},
-      {errc::lease_lost, "lease_lost"},
-      {errc::loading, "loading"},
-      {errc::busy, "busy"},
-      {errc::wrong_type, "wrong_type"},
-      {errc::no_replicas, "no_replicas"},
-      {errc::protocol_error, "protocol_error"}};
-  for (const auto& [e, n] : names) {
-    if (ec == e) return n;
-  }
-  return ec.message();
-}
-
-std::string span(machine::clock::duration d) {
-  if (d % 1ms == 0ns) return std::to_string(d / 1ms) + "ms";
-  return std::to_string(d.count()) + "ns";
-}
-std::string at(time_point t) { return "t0+" + span(t - t0); }
-
-std::string show(const machine::actions& a) {
-  std::string s;
-  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
-  if (a.complete) add("complete(" + name(*a.complete) + ")");
-  if (a.give_back) add("give_back(" + std::to_string(a.give_back_have) + ")");
-  if (a.attempt) {
-    add("attempt(" + std::to_string(a.attempt->have) + (a.attempt->queue ? ",queue" : "") +
-        (a.attempt->foreign ? ",foreign" : "") + ",b=" + span(a.attempt->budget) + ")");
-  }
-  if (a.subscribe) add("subscribe");
-  if (a.send_wait) add("send_wait");
-  if (a.timer) add("timer(" + at(*a.timer) + ")");
-  return s;
-}
-
-machine::params waiting(std::chrono::milliseconds d) {
-  machine::params p;
-  p.deadline = t0 + d;
-  return p;
-}
+using namespace dlock::test::steps;
 
 TEST(acquire_machine_failures, a_cancel_before_any_reply_gives_back) {
   machine m{waiting(10s)};

@@ -1,11 +1,7 @@
 // detail::acquire_machine, part 1: acquisition, waiting, wake-ups, the deadline and the trust of
 // an acquisition, stepped with constructed steady_clock times (no sockets, timers or sleeping).
 // Cancellation, lost replies, errors, re-entry and WAIT: acquire_machine_failures_test.cpp.
-//
-// Each step's actions are rendered by show() as one string in the order the shell carries them
-// out (complete, give back, send, subscribe, WAIT, timer) and compared whole, so an action that
-// should not be there fails the test as surely as a missing one. "" means no actions. An
-// attempt shows its expected count, its flags and its budget: "attempt(0,queue,b=3000ms)".
+// Each step's actions are compared whole as rendered by show() (acquire_machine_steps.hpp).
 #include "sync/acquire_machine.hpp"
 
 #include <gtest/gtest.h>
@@ -15,65 +11,14 @@
 #include <string>
 #include <system_error>
 
+#include "acquire_machine_steps.hpp"
 #include "dlock/error.hpp"
 #include "dlock/reply.hpp"
 #include "runtime/renewal_schedule.hpp"
 
 namespace {
 
-using namespace std::chrono_literals;
-using dlock::errc;
-using dlock::reply;
-using machine = dlock::detail::acquire_machine;
-using time_point = machine::clock::time_point;
-
-const time_point t0 = time_point{} + 1000h;
-const std::error_code ok{};
-
-// mutex_acquire.lua's replies: {status, value}.
-reply script(std::int64_t status, std::int64_t value) {
-  return reply::make_array({reply::make_integer(status), reply::make_integer(value)});
-}
-reply acquired(std::int64_t token) { return script(0, token); }
-reply held(std::int64_t pttl) { return script(1, pttl); }
-reply yielded(std::int64_t pttl) { return script(2, pttl); }
-
-const reply none{};  // the reply that comes with an error
-std::error_code err(errc e) { return make_error_code(e); }
-
-std::string name(std::error_code ec) {
-  if (!ec) return "ok";
-  if (ec == errc::timeout) return "timeout";
-  return ec.message();
-}
-
-std::string span(machine::clock::duration d) {
-  if (d % 1ms == 0ns) return std::to_string(d / 1ms) + "ms";
-  return std::to_string(d.count()) + "ns";
-}
-std::string at(time_point t) { return "t0+" + span(t - t0); }
-
-std::string show(const machine::actions& a) {
-  std::string s;
-  auto add = [&s](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
-  if (a.complete) add("complete(" + name(*a.complete) + ")");
-  if (a.give_back) add("give_back(" + std::to_string(a.give_back_have) + ")");
-  if (a.attempt) {
-    add("attempt(" + std::to_string(a.attempt->have) + (a.attempt->queue ? ",queue" : "") +
-        (a.attempt->foreign ? ",foreign" : "") + ",b=" + span(a.attempt->budget) + ")");
-  }
-  if (a.subscribe) add("subscribe");
-  if (a.send_wait) add("send_wait");
-  if (a.timer) add("timer(" + at(*a.timer) + ")");
-  return s;
-}
-
-machine::params waiting(std::chrono::milliseconds d) {
-  machine::params p;
-  p.deadline = t0 + d;
-  return p;
-}
-machine::params single_try() { return waiting(0ms); }
+using namespace dlock::test::steps;
 
 TEST(acquire_machine, an_uncontended_lock_is_acquired_by_one_attempt) {
   machine m{waiting(10s)};
@@ -384,6 +329,24 @@ TEST(acquire_machine, an_attempt_has_the_budget_of_what_is_left_of_the_wait) {
   p.have = 1;
   machine reentry{p};
   EXPECT_EQ(show(reentry.start(t0)), "attempt(1,b=3000ms)") << "a re-entry does not wait";
+}
+
+// A `0` (foreign wake) it could not answer is owed to the next waiter of its process; a held
+// reply answers it (the lock was not free), a plain wake-up owes nothing.
+TEST(acquire_machine, a_foreign_wake_is_owed_until_a_held_reply_answers_it) {
+  machine m{waiting(10s)};
+  m.start(t0);
+  m.on_reply(ok, held(5000), t0, t0 + 1ms);
+  m.on_wake(false, t0 + 2ms);
+  EXPECT_FALSE(m.owes_wake());
+  m.on_reply(ok, held(5000), t0 + 2ms, t0 + 3ms);
+  m.on_wake(true, t0 + 4ms);
+  EXPECT_TRUE(m.owes_wake());
+  m.on_reply(ok, held(5000), t0 + 4ms, t0 + 5ms);
+  EXPECT_FALSE(m.owes_wake());
+  m.on_wake(true, t0 + 6ms);
+  EXPECT_EQ(show(m.on_cancel(aborted, t0 + 7ms)), "complete(operation_aborted) give_back(1)");
+  EXPECT_TRUE(m.owes_wake());
 }
 
 }  // namespace
