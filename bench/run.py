@@ -1257,9 +1257,9 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "build/bench-node`), builds the `release` preset, starts its own `redis-server` on a free "
         "loopback port in a temporary directory, runs `bench/run.py` and stops the server. The pieces: "
         "`bench/floor_pair.cpp` (the floor pair), `bench/pair_bench.cpp` (W1, Google Benchmark), "
-        "`bench/load.cpp` (`dlock_load`, W2–W6), `bench/peers/` (redis-py and node-redlock), "
-        "`bench/run.py` (the sitting, this report and the plots), `bench/findings.md` (the analysis "
-        "below the tables).")
+        "`bench/load.cpp` and `bench/load_*.cpp` (`dlock_load`, W2–W6), `bench/peers/` (redis-py "
+        "and node-redlock), `bench/run.py` (the sitting, this report and the plots), "
+        "`bench/findings.md` (the analysis below the tables).")
     add("")
     with open(md_path, "w") as f:
         f.write("\n".join(L))

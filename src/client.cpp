@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "dlock/keys.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
 #include "runtime/client_impl.hpp"
@@ -45,7 +46,8 @@ client::executor_type client::get_executor() const noexcept { return impl_->io()
 bool client::on_io_thread() const noexcept { return impl_->on_io_thread(); }
 
 void client::start_execute(std::vector<std::string> args, detail::completion<reply> done) {
-  impl_->submit(resp::encode_command(args), std::move(done));
+  const auto slot = args.size() > 1 ? keys::slot(args[1]) : std::uint16_t{0};
+  impl_->submit(slot, resp::encode_command(args), std::move(done));
 }
 
 reply client::execute(std::vector<std::string> args, std::error_code& ec) {

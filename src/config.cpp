@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "dlock/error.hpp"
 
@@ -54,21 +56,28 @@ struct parse_state {
   }
 };
 
-bool parse_authority(std::string_view auth, config& cfg, parse_state& st) {
-  if (auto at = auth.rfind('@'); at != std::string_view::npos) {
-    auto userinfo = auth.substr(0, at);
-    auth = auth.substr(at + 1);
-    auto colon = userinfo.find(':');
-    std::string_view user = userinfo.substr(0, colon);
-    std::string_view pass = colon == std::string_view::npos ? ""sv : userinfo.substr(colon + 1);
-    if (colon == std::string_view::npos) {  // `redis://password@host`, as redis-cli reads it
-      pass = user;
-      user = {};
-    }
-    if (!percent_decode(user, cfg.username) || !percent_decode(pass, cfg.password)) {
-      return st.fail("bad percent-encoding in user or password");
-    }
+// `user:password@` (or `password@`, as redis-cli reads it), percent-decoded into cfg; `auth`
+// is left with what follows the `@`.
+bool parse_userinfo(std::string_view& auth, config& cfg, parse_state& st) {
+  const auto at = auth.rfind('@');
+  if (at == std::string_view::npos) return true;
+  auto userinfo = auth.substr(0, at);
+  auth = auth.substr(at + 1);
+  auto colon = userinfo.find(':');
+  std::string_view user = userinfo.substr(0, colon);
+  std::string_view pass = colon == std::string_view::npos ? ""sv : userinfo.substr(colon + 1);
+  if (colon == std::string_view::npos) {
+    pass = user;
+    user = {};
   }
+  if (!percent_decode(user, cfg.username) || !percent_decode(pass, cfg.password)) {
+    return st.fail("bad percent-encoding in user or password");
+  }
+  return true;
+}
+
+// `host[:port]`, the host a name, IPv4 or `[IPv6]`; `ep.port` keeps its default without `:port`.
+bool parse_endpoint(std::string_view auth, endpoint& ep, parse_state& st) {
   std::string_view host, port;
   if (!auth.empty() && auth.front() == '[') {
     auto close = auth.find(']');
@@ -89,14 +98,55 @@ bool parse_authority(std::string_view auth, config& cfg, parse_state& st) {
     }
   }
   if (host.empty()) return st.fail("missing host");
-  cfg.host = std::string(host);
+  // Caught here rather than as a resolver error later: usually a stray space after a comma.
+  for (const char c : host) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == '\x7f') {
+      return st.fail("host '" + std::string(host) + "' contains a space or control character");
+    }
+  }
+  ep.host = std::string(host);
   if (!port.empty()) {
     std::uint64_t p = 0;
     if (!parse_uint(port, p) || p == 0 || p > 65535) {
       return st.fail("port must be 1..65535, got '" + std::string(port) + "'");
     }
-    cfg.port = static_cast<std::uint16_t>(p);
+    ep.port = static_cast<std::uint16_t>(p);
   }
+  return true;
+}
+
+// The seeds of a cluster URI: comma-separated `host[:port]`, none empty. cfg.host and cfg.port
+// get the first, so that messages naming "the server" name a real one.
+bool parse_nodes(std::string_view list, config& cfg, parse_state& st) {
+  if (list.empty()) return st.fail("a cluster URI needs at least one node (host[:port])");
+  for (std::size_t n = 1;; ++n) {
+    const auto comma = list.find(',');
+    const auto item = list.substr(0, comma);
+    if (item.empty()) return st.fail("node " + std::to_string(n) + " of the node list is empty");
+    endpoint ep;
+    if (!parse_endpoint(item, ep, st)) {
+      st.reason = "node " + std::to_string(n) + " ('" + std::string(item) + "'): " + st.reason;
+      return false;
+    }
+    cfg.cluster_nodes.push_back(std::move(ep));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  cfg.host = cfg.cluster_nodes.front().host;
+  cfg.port = cfg.cluster_nodes.front().port;
+  return true;
+}
+
+bool parse_authority(std::string_view auth, bool cluster, config& cfg, parse_state& st) {
+  if (!parse_userinfo(auth, cfg, st)) return false;
+  if (cluster) return parse_nodes(auth, cfg, st);
+  if (auth.find(',') != std::string_view::npos) {
+    return st.fail("a list of nodes needs redis+cluster:// or rediss+cluster://");
+  }
+  endpoint ep;
+  if (!parse_endpoint(auth, ep, st)) return false;
+  cfg.host = std::move(ep.host);
+  cfg.port = ep.port;
   return true;
 }
 
@@ -159,21 +209,48 @@ bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, pa
                       : key == "sni"  ? &cfg.tls.server_name
                                       : nullptr;
   if (file == nullptr) return st.fail("unknown parameter '" + std::string(key) + "'");
-  if (!cfg.tls.enabled) return st.fail("parameter '" + std::string(key) + "' needs rediss://");
+  if (!cfg.tls.enabled) {
+    return st.fail("parameter '" + std::string(key) + "' needs rediss:// or rediss+cluster://");
+  }
   if (value.empty()) return st.fail("empty value for '" + std::string(key) + "'");
   *file = std::move(value);
   return true;
 }
 
-bool parse(std::string_view uri, config& cfg, parse_state& st) {
-  if (uri.starts_with("redis://")) {
-    uri.remove_prefix(8);
-  } else if (uri.starts_with("rediss://")) {
-    uri.remove_prefix(9);
-    cfg.tls.enabled = true;
-  } else {
-    return st.fail("scheme must be redis:// or rediss://");
+// The schemes: plain or TLS, one server or a cluster's seed nodes.
+struct scheme {
+  std::string_view prefix;
+  bool tls, cluster;
+};
+constexpr scheme schemes[] = {{"redis://", false, false},
+                              {"rediss://", true, false},
+                              {"redis+cluster://", false, true},
+                              {"rediss+cluster://", true, true}};
+
+bool parse_database(std::string_view path, bool cluster, config& cfg, parse_state& st) {
+  if (path.empty()) return true;
+  if (cluster && path != "0") {
+    return st.fail("Redis Cluster has only database 0, got '/" + std::string(path) + "'");
   }
+  std::uint64_t db = 0;
+  if (!parse_uint(path, db) || db > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    return st.fail("database index must be a non-negative integer, got '" + std::string(path) +
+                   "'");
+  }
+  cfg.database = static_cast<int>(db);
+  return true;
+}
+
+bool parse(std::string_view uri, config& cfg, parse_state& st) {
+  const scheme* sch = nullptr;
+  for (const auto& s : schemes) {
+    if (uri.starts_with(s.prefix)) sch = &s;  // no prefix is another's prefix
+  }
+  if (sch == nullptr) {
+    return st.fail("scheme must be redis://, rediss://, redis+cluster:// or rediss+cluster://");
+  }
+  uri.remove_prefix(sch->prefix.size());
+  cfg.tls.enabled = sch->tls;
   std::string_view query;
   if (auto q = uri.find('?'); q != std::string_view::npos) {
     query = uri.substr(q + 1);
@@ -184,15 +261,8 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
     path = uri.substr(slash + 1);
     uri = uri.substr(0, slash);
   }
-  if (!parse_authority(uri, cfg, st)) return false;
-  if (!path.empty()) {
-    std::uint64_t db = 0;
-    if (!parse_uint(path, db) || db > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-      return st.fail("database index must be a non-negative integer, got '" + std::string(path) +
-                     "'");
-    }
-    cfg.database = static_cast<int>(db);
-  }
+  if (!parse_authority(uri, sch->cluster, cfg, st)) return false;
+  if (!parse_database(path, sch->cluster, cfg, st)) return false;
   while (!query.empty()) {
     auto amp = query.find('&');
     auto item = query.substr(0, amp);
@@ -207,6 +277,24 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
   std::string why;
   if ((vec = cfg.validate(why))) return st.fail(why);
   return true;
+}
+
+// What is wrong with where the client connects, or empty. In cluster mode host and port are
+// unused (a URI sets them to the first seed) and only the seeds are checked.
+std::string address_problem(const config& c) {
+  if (!c.cluster()) {
+    if (c.host.empty()) return "missing host";
+    if (c.port == 0) return "port must be 1..65535";
+    return {};
+  }
+  for (std::size_t i = 0; i < c.cluster_nodes.size(); ++i) {
+    const auto& n = c.cluster_nodes[i];
+    const auto which = "cluster node " + std::to_string(i + 1);
+    if (n.host.empty()) return which + ": missing host";
+    if (n.port == 0) return which + " (" + n.host + "): port must be 1..65535";
+  }
+  if (c.database != 0) return "Redis Cluster has only database 0";
+  return {};
 }
 
 }  // namespace
@@ -243,8 +331,7 @@ std::error_code config::validate(std::string& reason) const {
     reason = std::move(why);
     return make_error_code(errc::invalid_uri);
   };
-  if (host.empty()) return bad("missing host");
-  if (port == 0) return bad("port must be 1..65535");
+  if (auto why = address_problem(*this); !why.empty()) return bad(std::move(why));
   if (database < 0) return bad("database index must be non-negative");
   if (connect_timeout.count() <= 0) return bad("connect_timeout must be positive");
   if (command_timeout.count() <= 0) return bad("timeout must be positive");

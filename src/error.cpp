@@ -81,6 +81,9 @@ class category final : public std::error_category {
         return "Redis reached its maximum number of clients";
       case errc::server_error:
         return "Redis error reply";
+      case errc::unsupported_server:
+        return "the server cannot serve this configuration (Redis Cluster mode needs Redis >= "
+               "7.0 with cluster-enabled yes)";
     }
     return "unknown dlock error";
   }

@@ -64,6 +64,8 @@ class client {
   bool on_io_thread() const noexcept;
 
   // One Redis command. Error replies complete with their errc (and the reply holds the text).
+  // In a Redis Cluster it goes to the master of its first argument's slot (the key of most
+  // commands), following redirections.
   template <asio::completion_token_for<void(std::error_code, reply)> Token>
   auto async_execute(std::vector<std::string> args, Token&& token) {
     return asio::async_initiate<Token, void(std::error_code, reply)>(

@@ -6,13 +6,20 @@
 //
 // URI grammar: `redis://` or `rediss://` (TLS), optional `user:password@` or `:password@`
 // (percent-encoded), host name, IPv4 or `[IPv6]`, optional `:port` (default 6379), optional
-// `/db` (a non-negative integer; the server checks it against `databases`), then parameters:
+// `/db` (a non-negative integer; the server checks it against `databases`), then parameters.
+// Redis Cluster (>= 7.0): `redis+cluster://` or `rediss+cluster://`, the same userinfo (used on
+// every node), seed nodes `host[:port]` separated by commas, optional `/0`, the same parameters:
+//
+//   redis+cluster://app:secret@10.0.0.5:7000,10.0.0.6:7000,[fd00::7]:7000?timeout=500ms
+//
+// Parameters:
 //
 //   connect_timeout, timeout (per command), health_check (idle PING interval, 0 = off),
 //   reconnect_min, reconnect_max     durations: `250ms`, `3s`, `2m`, or a bare number of ms
 //   name          CLIENT SETNAME (no spaces)
 //   ca, cert, key TLS files (PEM): CA bundle, client certificate chain, client private key
-//   sni           the name to verify the server certificate against (default: the host)
+//   sni           the name to verify the server certificate against (default: the host); in
+//                 cluster mode every node's (default: each node's own host)
 //   watchdog      lease given to locks taken without one (default 30s; renewed every third)
 //   recheck       longest a waiter goes without re-checking the lock (default 3s): what a lost
 //                 unlock message can cost, at most
@@ -34,8 +41,9 @@
 // thread), caller_io (blocking calls wait on the asynchronous ones), handoff, grant and linger
 // (the hand-off is part of the lock protocol, not a setting), fencing=per-lock (see fencing).
 //
-// Any other parameter, a bad port (0 or > 65535), missing host, bad db index or bad duration is
-// rejected with errc::invalid_uri.
+// Any other parameter, a bad port (0 or > 65535), missing host, an empty node in a cluster list,
+// bad db index (in cluster mode anything but 0) or bad duration is rejected with
+// errc::invalid_uri.
 #pragma once
 
 #include <chrono>
@@ -44,6 +52,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace dlock {
 
@@ -52,7 +61,15 @@ struct tls_options {
   std::string ca_file;      // PEM CA bundle; empty = the system's default trust store
   std::string cert_file;    // client certificate chain (PEM), for servers that require one
   std::string key_file;     // client private key (PEM)
-  std::string server_name;  // name the certificate must carry; empty = config::host
+  std::string server_name;  // name the certificate must carry; empty = the host connected to
+                            // (config::host, or in cluster mode each node's own host)
+};
+
+// A Redis node's address.
+struct endpoint {
+  std::string host;
+  std::uint16_t port = 6379;
+  friend bool operator==(const endpoint&, const endpoint&) = default;
 };
 
 // Conditions that do not fail a call but weaken what a lock promises, or slow it down.
@@ -73,6 +90,10 @@ struct config {
   std::string password;  // empty = no AUTH
   int database = 0;
   tls_options tls;
+  // Redis Cluster (Redis >= 7.0): seed nodes, tried in turn to read the slot map. Non-empty
+  // selects cluster mode; host and port are then unused, and database must be 0.
+  std::vector<endpoint> cluster_nodes;
+  bool cluster() const noexcept { return !cluster_nodes.empty(); }
 
   std::chrono::milliseconds connect_timeout{2000};        // TCP + TLS + AUTH/SELECT handshake
   std::chrono::milliseconds command_timeout{3000};        // per command, from submission to reply

@@ -45,22 +45,23 @@ enum class errc {
   protocol_error,        // the server sent bytes that are not RESP2
 
   // Redis error replies.
-  moved,          // MOVED: the slot lives on another cluster node
-  ask,            // ASK: retry once on another node with ASKING
-  try_again,      // TRYAGAIN: multi-key request during resharding
-  cross_slot,     // CROSSSLOT: keys of one request hash to different slots
-  cluster_down,   // CLUSTERDOWN
-  loading,        // LOADING: the server is loading its dataset
-  busy,           // BUSY: a script is running
-  unkillable,     // UNKILLABLE: a script that wrote cannot be killed
-  master_down,    // MASTERDOWN: replica lost its master and serves no stale data
-  no_replicas,    // NOREPLICAS: min-replicas-to-write not met
-  read_only,      // READONLY: write sent to a replica (usually after a failover)
-  out_of_memory,  // OOM: maxmemory reached under noeviction
-  no_script,      // NOSCRIPT: EVALSHA of a script the server does not have
-  wrong_type,     // WRONGTYPE: the key holds another kind of value
-  max_clients,    // ERR max number of clients reached
-  server_error,   // any other error reply (ERR ...)
+  moved,               // MOVED: the slot lives on another cluster node
+  ask,                 // ASK: retry once on another node with ASKING
+  try_again,           // TRYAGAIN: multi-key request during resharding
+  cross_slot,          // CROSSSLOT: keys of one request hash to different slots
+  cluster_down,        // CLUSTERDOWN
+  loading,             // LOADING: the server is loading its dataset
+  busy,                // BUSY: a script is running
+  unkillable,          // UNKILLABLE: a script that wrote cannot be killed
+  master_down,         // MASTERDOWN: replica lost its master and serves no stale data
+  no_replicas,         // NOREPLICAS: min-replicas-to-write not met
+  read_only,           // READONLY: write sent to a replica (usually after a failover)
+  out_of_memory,       // OOM: maxmemory reached under noeviction
+  no_script,           // NOSCRIPT: EVALSHA of a script the server does not have
+  wrong_type,          // WRONGTYPE: the key holds another kind of value
+  max_clients,         // ERR max number of clients reached
+  server_error,        // any other error reply (ERR ...)
+  unsupported_server,  // cannot serve this configuration: Redis Cluster needs Redis >= 7.0
 };
 
 const std::error_category& error_category() noexcept;

@@ -40,18 +40,16 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
   std::shared_ptr<asio::ssl::context> tls;
   if (!ec && cfg_.tls.enabled) tls = transport::make_tls_context(cfg_.tls, ec, reason);
   init_error_ = ec;
-  conn_ = std::make_shared<transport::connection>(strand_, cfg_, tls);
-  auto sub_cfg = cfg_;
-  sub_cfg.client_name += sub_cfg.client_name.empty() ? "" : ":sub";
-  sub_ = std::make_shared<transport::subscriber>(strand_, std::move(sub_cfg), tls);
-  runner_ = std::make_unique<scripts::runner>(conn_);
+  if (ec) cfg_.cluster_nodes.clear();  // nothing connects; one placeholder node is enough
+  router_ = std::make_shared<topology::router>(strand_, cfg_, tls);
+  runner_ = std::make_unique<scripts::runner>(router_);
   watchdog_ = std::make_unique<detail::watchdog>(strand_, *runner_, cfg_.command_timeout,
-                                                 cfg_.watchdog_lease);
+                                                 cfg_.watchdog_lease, cfg_.cluster());
   waiters_ = std::make_unique<waiter_registry>(
-      [this](const std::string& channel, transport::pubsub_listener fn) {
-        return sub_->listen(channel, std::move(fn));
+      [this](waiter_registry::channel_listeners channels) {
+        return router_->listen(std::move(channels));
       },
-      [this](transport::listener_id id) { sub_->unlisten(id); },
+      [this](std::vector<transport::listener_id> ids) { router_->unlisten(std::move(ids)); },
       [this](std::error_code why) {
         warn(warning::channels_denied,
              "SUBSCRIBE refused (" + why.message() +
@@ -62,20 +60,21 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       },
       id_);
   if (ec) {
-    conn_->stop();  // every call completes with shutdown; see submit() for the init error
-    sub_->stop();
+    router_->stop();  // every call completes with shutdown; see submit() for the init error
   } else {
     // After a reconnect the server may have restarted (without persistence) or failed over:
     // ask at once whether the holds are still there rather than at the next renewal.
-    conn_->on_reconnect([this] { watchdog_->check_all(); });
-    conn_->when_unfenced([this](const std::string& why) {
+    router_->on_reconnect([this] { watchdog_->check_all(); });
+    router_->when_unfenced([this](const std::string& why) {
       warn(warning::unfenced,
            why +
                ": a request a broken connection delivers late may run after its resend "
                "(docs/safety.md); grant the user client|info and client|kill");
     });
-    conn_->start();
-    sub_->start();
+    router_->when_refused([](const std::string& why) {
+      std::fprintf(stderr, "dlock: Redis Cluster mode refused by the server: %s\n", why.c_str());
+    });
+    router_->start();
     check_eviction_policy();
   }
   thread_ = std::thread{[this] { run(); }};
@@ -141,13 +140,12 @@ void client_impl::shutdown(std::error_code& ec) {
   };
   asio::post(strand_, [this, sweep] { asio::post(strand_, sweep); });
   drained.get_future().wait();
-  std::promise<void> conn_done, sub_done;
-  conn_->stop();
-  sub_->stop();
-  asio::post(conn_->get_executor(), [&] { conn_done.set_value(); });
-  asio::post(sub_->get_executor(), [&] { sub_done.set_value(); });
-  conn_done.get_future().wait();
-  sub_done.get_future().wait();
+  // Each link's stop runs in a post the router's stop makes (in a cluster, from a post of its
+  // own): two posts later, every link has failed its pending work.
+  std::promise<void> stopped;
+  router_->stop();
+  asio::post(strand_, [&] { asio::post(strand_, [&] { stopped.set_value(); }); });
+  stopped.get_future().wait();
   work_.reset();
   ioc_.stop();
   if (thread_.joinable()) thread_.join();
@@ -158,23 +156,37 @@ void client_impl::shutdown(std::error_code& ec) {
 // an attempt's reply — and the PING's reply would not wait for them: the acquisition could then
 // reach the server without its give-back. So ping again behind them, until a PING finds nothing
 // unanswered after it (or the bound).
+// Every node's command connection is drained; `drained` is set when the last one is.
 void client_impl::drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained) {
-  const auto now = std::chrono::steady_clock::now();
-  if (!conn_->connected() || now >= until) return drained.set_value();
-  conn_->submit(resp::encode_command({"PING"}), until - now,
-                [this, until, &drained](std::error_code ec, reply) {
-                  if (!ec && conn_->unanswered() > 0) return drain(until, drained);
-                  drained.set_value();
-                });
+  auto conns = router_->connections();
+  auto left = std::make_shared<std::size_t>(conns.size() + 1);
+  auto one_done = [left, &drained] {
+    if (--*left == 0) drained.set_value();
+  };
+  for (auto& c : conns) drain_one(std::move(c), until, one_done);
+  one_done();
 }
 
-void client_impl::submit(std::string payload, transport::reply_handler done) {
+void client_impl::drain_one(std::shared_ptr<transport::connection> conn,
+                            std::chrono::steady_clock::time_point until,
+                            std::function<void()> done) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!conn->connected() || now >= until) return done();
+  auto& c = *conn;
+  c.submit(resp::encode_command({"PING"}), until - now,
+           [this, conn = std::move(conn), until, done](std::error_code ec, reply) mutable {
+             if (!ec && conn->unanswered() > 0) return drain_one(std::move(conn), until, done);
+             done();
+           });
+}
+
+void client_impl::submit(std::uint16_t slot, std::string payload, transport::reply_handler done) {
   if (init_error_) {
     asio::post(asio::system_executor{},
                [done = std::move(done), ec = init_error_]() mutable { done(ec, {}); });
     return;
   }
-  conn_->submit(std::move(payload), cfg_.command_timeout, std::move(done));
+  router_->submit(slot, std::move(payload), cfg_.command_timeout, std::move(done));
 }
 
 }  // namespace dlock::detail

@@ -23,8 +23,7 @@
 #include "runtime/waiters.hpp"
 #include "runtime/watchdog.hpp"
 #include "scripts/runner.hpp"
-#include "transport/connection.hpp"
-#include "transport/subscriber.hpp"
+#include "topology/router.hpp"
 
 namespace dlock::detail {
 
@@ -46,16 +45,19 @@ class client_impl {
   void run();  // the I/O thread
   bool on_io_thread() const noexcept;
 
-  // Sends one command; `done` runs on the connection's strand.
-  void submit(std::string payload, transport::reply_handler done);
+  // Sends one command about `slot` (where it goes in a cluster); `done` runs on the strand.
+  // Thread-safe.
+  void submit(std::uint16_t slot, std::string payload, transport::reply_handler done);
 
   const config& cfg() const noexcept { return cfg_; }
   const std::string& id() const noexcept { return id_; }
   asio::io_context& io() noexcept { return ioc_; }
   // The strand on which the connections, the subscriber and the runtime do all their work.
   const transport::link::executor_type& strand() const noexcept { return strand_; }
-  transport::connection& connection() noexcept { return *conn_; }
-  transport::subscriber& subscriber() noexcept { return *sub_; }
+  topology::router& router() noexcept { return *router_; }
+  // A single server's links (tests and tools that look at one server's connections).
+  transport::connection& connection() noexcept { return router_->connection(); }
+  transport::subscriber& subscriber() noexcept { return router_->subscriber(); }
   const scripts::runner& scripts() const noexcept { return *runner_; }
   std::error_code init_error() const noexcept { return init_error_; }
   // Strand only (watchdog, waiters); thread-safe (holds).
@@ -108,6 +110,8 @@ class client_impl {
   // Shutdown: PINGs behind what was sent until a PING's reply finds nothing submitted after it
   // unanswered, or `until`; then sets `drained` (strand only).
   void drain(std::chrono::steady_clock::time_point until, std::promise<void>& drained);
+  void drain_one(std::shared_ptr<transport::connection> conn,
+                 std::chrono::steady_clock::time_point until, std::function<void()> done);
   template <class Fn>
   void post_start(Fn fn) {
     asio::post(strand_, std::move(fn));
@@ -120,8 +124,7 @@ class client_impl {
   mutable asio::io_context ioc_;  // mutable: get_executor() is non-const in Asio
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   transport::link::executor_type strand_;  // all of this client's state lives on it
-  std::shared_ptr<transport::connection> conn_;
-  std::shared_ptr<transport::subscriber> sub_;
+  std::shared_ptr<topology::router> router_;
   std::unique_ptr<scripts::runner> runner_;
   std::unique_ptr<detail::watchdog> watchdog_;
   std::unique_ptr<waiter_registry> waiters_;

@@ -50,13 +50,15 @@ bool waiter_registry::add(const std::string& name, waiter* w) {
   if (fresh) {
     ++name_count_;
     // Redisson's channel last: its confirmation (which wakes the waiters for one more check)
-    // comes after the other two are confirmed on the same connection.
-    e.ids[0] = subscribe_(keys::waiter_channel(name, client_id_),
+    // comes after the other two are confirmed.
+    channel_listeners channels;
+    channels.emplace_back(keys::waiter_channel(name, client_id_),
                           [this, name](const auto& ev) { on_handoff(name, ev); });
-    e.ids[1] =
-        subscribe_(keys::dlock_channel(name), [this, name](const auto& ev) { on_dlock(name, ev); });
-    e.ids[2] = subscribe_(keys::lock_channel(name),
+    channels.emplace_back(keys::dlock_channel(name),
+                          [this, name](const auto& ev) { on_dlock(name, ev); });
+    channels.emplace_back(keys::lock_channel(name),
                           [this, name](const auto& ev) { on_redisson(name, ev); });
+    e.ids = subscribe_(std::move(channels));
   }
   e.waiters.push_back(w);
   const auto early = std::find(named_early_.begin(), named_early_.end(), w->ticket);
@@ -70,7 +72,7 @@ void waiter_registry::remove(const std::string& name, waiter* w) {
   if (it == names_.end()) return;
   it->second.waiters.remove(w);
   if (!it->second.waiters.empty()) return;
-  for (auto id : it->second.ids) unsubscribe_(id);
+  unsubscribe_(std::move(it->second.ids));
   names_.erase(it);
   --name_count_;
 }

@@ -27,6 +27,8 @@
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "transport/subscriptions.hpp"
 
@@ -46,9 +48,10 @@ class waiter {
 class waiter_registry {
  public:
   using clock = std::chrono::steady_clock;
-  using subscribe_fn =
-      std::function<transport::listener_id(const std::string& channel, transport::pubsub_listener)>;
-  using unsubscribe_fn = std::function<void(transport::listener_id)>;
+  using channel_listeners = std::vector<std::pair<std::string, transport::pubsub_listener>>;
+  // Subscribes the channels in one command; returns the listener ids in order.
+  using subscribe_fn = std::function<std::vector<transport::listener_id>(channel_listeners)>;
+  using unsubscribe_fn = std::function<void(std::vector<transport::listener_id>)>;
   using refused_fn = std::function<void(std::error_code)>;  // a subscription was refused
   // How long an unlock leaves a free lock to Redisson's waiters (mutex_release.lua ARGV[7]).
   static constexpr std::chrono::milliseconds yield_window{20};
@@ -82,7 +85,7 @@ class waiter_registry {
 
  private:
   struct entry {
-    transport::listener_id ids[3] = {};
+    std::vector<transport::listener_id> ids;
     std::list<waiter*> waiters;
     bool skip_zero = false;  // a `y` came: the next `0` is Redisson's waiters'
   };

@@ -53,7 +53,8 @@ void client_impl::check_eviction_policy() {
   };
   // CONFIG may be denied to an ACL user or renamed away: then INFO, which says the same.
   // Neither answering (no server yet, no rights) is no reason to warn.
-  submit(resp::encode_command({"CONFIG", "GET", "maxmemory-policy"}),
+  // In a cluster this asks the first master only (the nodes normally share one configuration).
+  submit(0, resp::encode_command({"CONFIG", "GET", "maxmemory-policy"}),
          [this, judge](std::error_code ec, reply r) {
            if (!ec && r.is_array() && r.elements().size() == 2 && r.elements()[1].is_string()) {
              return judge(r.elements()[1].str());
@@ -62,9 +63,10 @@ void client_impl::check_eviction_policy() {
                ec == errc::connection_refused || ec == errc::connection_lost) {
              return;
            }
-           submit(resp::encode_command({"INFO", "memory"}), [judge](std::error_code ec2, reply r2) {
-             if (!ec2 && r2.is_string()) judge(info_field(r2.str(), "maxmemory_policy"));
-           });
+           submit(0, resp::encode_command({"INFO", "memory"}),
+                  [judge](std::error_code ec2, reply r2) {
+                    if (!ec2 && r2.is_string()) judge(info_field(r2.str(), "maxmemory_policy"));
+                  });
          });
 }
 

@@ -1,6 +1,9 @@
 #include "runtime/watchdog.hpp"
 
+#include <map>
+
 #include "dlock/error.hpp"
+#include "dlock/keys.hpp"
 #include "scripts/runner.hpp"
 
 namespace dlock::detail {
@@ -11,11 +14,12 @@ constexpr auto retry_soon = std::chrono::milliseconds{100};
 
 watchdog::watchdog(transport::link::executor_type strand, const scripts::runner& scripts,
                    std::chrono::milliseconds command_timeout,
-                   std::chrono::milliseconds watchdog_lease)
+                   std::chrono::milliseconds watchdog_lease, bool per_slot)
     : strand_{std::move(strand)},
       scripts_{scripts},
       command_timeout_{command_timeout},
       watchdog_lease_{watchdog_lease},
+      per_slot_{per_slot},
       timer_{strand_} {}
 
 void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent) {
@@ -132,7 +136,15 @@ void watchdog::check_all() {
   if (!batch.empty()) send(batch, false);
 }
 
+// In a cluster one script covers one slot: the batch goes as one script per slot in it.
 void watchdog::send(const std::vector<renewal_schedule::id>& batch, bool renew) {
+  if (!per_slot_) return send_group(batch, renew);
+  std::map<std::uint16_t, std::vector<renewal_schedule::id>> by_slot;
+  for (auto id : batch) by_slot[keys::slot(holds_.at(id)->name)].push_back(id);
+  for (const auto& [slot, group] : by_slot) send_group(group, renew);
+}
+
+void watchdog::send_group(const std::vector<renewal_schedule::id>& batch, bool renew) {
   std::vector<std::string_view> keys, args;
   // Only watchdog holds are renewed, and they all have the watchdog lease.
   const auto lease = renew ? std::to_string(watchdog_lease_.count()) : std::string{"0"};

@@ -3,9 +3,10 @@
 //
 // Every hold it tracks has a trusted time (renewal_schedule). Every third of its lease a hold is
 // renewed (watchdog holds) or checked (explicit leases), in batches: one mutex_renew script for
-// up to 100 holds. A reply that finds the hold gone, or no confirmation before the trusted time
-// passes, marks the hold lost (mark_lost): its stop token is requested, its on_lost callbacks
-// run, and it is no longer tracked. Every reply caps the trusted time by the key's PTTL.
+// up to 100 holds (in a Redis Cluster, for the holds of one slot among them). A reply that finds
+// the hold gone, or no confirmation before the trusted time passes, marks the hold lost
+// (mark_lost): its stop token is requested, its on_lost callbacks run, and it is no longer tracked.
+// Every reply caps the trusted time by the key's PTTL.
 #pragma once
 
 #include <asio/steady_timer.hpp>
@@ -26,8 +27,10 @@ class watchdog {
  public:
   using clock = std::chrono::steady_clock;
 
+  // `per_slot`: a script may only cover one slot (Redis Cluster).
   watchdog(transport::link::executor_type strand, const scripts::runner& scripts,
-           std::chrono::milliseconds command_timeout, std::chrono::milliseconds watchdog_lease);
+           std::chrono::milliseconds command_timeout, std::chrono::milliseconds watchdog_lease,
+           bool per_slot = false);
 
   // Tracks `h`, trusted from `sent` (when its acquire was sent).
   void add(const std::shared_ptr<hold_state>& h, clock::time_point sent);
@@ -57,6 +60,7 @@ class watchdog {
   void send_due(clock::time_point now, bool renew);
   // One mutex_renew script for `batch`: renewing (watchdog holds) or checking.
   void send(const std::vector<renewal_schedule::id>& batch, bool renew);
+  void send_group(const std::vector<renewal_schedule::id>& batch, bool renew);
   void on_answer(const std::vector<renewal_schedule::id>& batch, bool renew, clock::time_point sent,
                  std::error_code ec, const reply& r);
   void lose(renewal_schedule::id h);
@@ -66,6 +70,7 @@ class watchdog {
   const scripts::runner& scripts_;
   std::chrono::milliseconds command_timeout_;
   std::chrono::milliseconds watchdog_lease_;
+  bool per_slot_;
   renewal_schedule schedule_;
   std::unordered_map<renewal_schedule::id, std::shared_ptr<hold_state>> holds_;
   asio::steady_timer timer_;

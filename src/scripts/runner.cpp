@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "dlock/error.hpp"
+#include "dlock/keys.hpp"
 #include "resp/encoder.hpp"
 
 namespace dlock::scripts {
@@ -21,22 +22,19 @@ std::string encode_evalsha(const script& s, std::span<const std::string_view> ke
 void runner::eval(const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> argv, transport::clock::duration timeout,
                   transport::reply_handler handler) const {
-  eval_encoded(s, encode_evalsha(s, keys, argv), timeout, std::move(handler));
-}
-
-void runner::eval_encoded(const script& s, std::string payload, transport::clock::duration timeout,
-                          transport::reply_handler handler) const {
+  const auto slot = keys::slot(keys.front());
+  std::string payload = encode_evalsha(s, keys, argv);
   std::string retry = payload;
-  conn_->submit(std::move(payload), timeout,
-                [conn = conn_, reloads = reloads_, &s, retry = std::move(retry), timeout,
-                 handler = std::move(handler)](std::error_code ec, reply r) mutable {
-                  if (ec != errc::no_script) return handler(ec, std::move(r));
-                  ++*reloads;
-                  conn->submit(
-                      resp::encode_command({"SCRIPT", "LOAD", s.text}), timeout,
-                      [](std::error_code, reply) {});  // its failure shows in the retry's reply
-                  conn->submit(std::move(retry), timeout, std::move(handler));
-                });
+  route_->submit(slot, std::move(payload), timeout,
+                 [route = route_, reloads = reloads_, &s, slot, retry = std::move(retry), timeout,
+                  handler = std::move(handler)](std::error_code ec, reply r) mutable {
+                   if (ec != errc::no_script) return handler(ec, std::move(r));
+                   ++*reloads;
+                   route->submit(
+                       slot, resp::encode_command({"SCRIPT", "LOAD", s.text}), timeout,
+                       [](std::error_code, reply) {});  // its failure shows in the retry's reply
+                   route->submit(slot, std::move(retry), timeout, std::move(handler));
+                 });
 }
 
 }  // namespace dlock::scripts

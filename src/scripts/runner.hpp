@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "scripts/script.hpp"
-#include "transport/connection.hpp"
+#include "topology/router.hpp"
 
 namespace dlock::scripts {
 
@@ -20,22 +20,20 @@ std::string encode_evalsha(const script& s, std::span<const std::string_view> ke
 
 class runner {
  public:
-  explicit runner(std::shared_ptr<transport::connection> conn) : conn_{std::move(conn)} {}
+  explicit runner(std::shared_ptr<topology::router> route) : route_{std::move(route)} {}
 
-  // Thread-safe. `handler` runs on the connection's strand.
+  // Runs `s` where its keys live (every key of a script shares one slot; at least one key).
+  // Thread-safe on a single server, strand only in a cluster (router::submit). `handler` runs
+  // on the strand.
   void eval(const script& s, std::span<const std::string_view> keys,
             std::span<const std::string_view> argv, transport::clock::duration timeout,
             transport::reply_handler handler) const;
-
-  // The same with the request already encoded (encode_evalsha).
-  void eval_encoded(const script& s, std::string request, transport::clock::duration timeout,
-                    transport::reply_handler handler) const;
 
   // SCRIPT LOADs of scripts that were not in the server's cache (for tests and metrics).
   std::uint64_t reloads() const noexcept { return reloads_->load(); }
 
  private:
-  std::shared_ptr<transport::connection> conn_;
+  std::shared_ptr<topology::router> route_;
   std::shared_ptr<std::atomic<std::uint64_t>> reloads_ =
       std::make_shared<std::atomic<std::uint64_t>>(0);
 };

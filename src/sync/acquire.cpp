@@ -105,14 +105,15 @@ class acquire_op final : public waiter,
   // answer at once, so it fails with connection_lost instead.
   void send_wait() {
     const auto& cfg = c_.cfg();
-    c_.connection().submit_on(c_.connection().generation(),
-                              resp::encode_command({"WAIT", std::to_string(cfg.wait_replicas),
-                                                    std::to_string(cfg.wait_timeout.count())}),
-                              cfg.wait_timeout + cfg.command_timeout,
-                              [self = shared_from_this()](std::error_code ec, reply r) {
-                                const auto n = !ec && r.is_integer() ? r.integer() : 0;
-                                self->step(self->m_.on_replicas(ec, n, clock::now()));
-                              });
+    auto& conn = c_.router().replying();
+    conn.submit_on(conn.generation(),
+                   resp::encode_command({"WAIT", std::to_string(cfg.wait_replicas),
+                                         std::to_string(cfg.wait_timeout.count())}),
+                   cfg.wait_timeout + cfg.command_timeout,
+                   [self = shared_from_this()](std::error_code ec, reply r) {
+                     const auto n = !ec && r.is_integer() ? r.integer() : 0;
+                     self->step(self->m_.on_replicas(ec, n, clock::now()));
+                   });
   }
 
   void arm(clock::time_point at) {

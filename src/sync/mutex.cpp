@@ -3,6 +3,7 @@
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 
+#include "dlock/keys.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
 #include "runtime/client_access.hpp"
@@ -140,8 +141,9 @@ T query(detail::client_impl& c, const std::string& name, const std::vector<std::
         std::error_code& ec, Read read) {
   ec.clear();
   if ((ec = detail::validate_name(c.cfg(), name))) return T{};
-  auto r = wait_for<reply>(
-      c, ec, [&](auto done) { c.submit(resp::encode_command(args), std::move(done)); });
+  auto r = wait_for<reply>(c, ec, [&](auto done) {
+    c.submit(keys::slot(name), resp::encode_command(args), std::move(done));
+  });
   return ec ? T{} : read(r);
 }
 

@@ -50,8 +50,9 @@ void send_mutex_release(client_impl& c, const lock_keys& k, std::chrono::millise
   const auto window = std::to_string(waiter_registry::yield_window.count());
   const std::string_view keys[] = {k.name,  k.queue,        k.records,
                                    k.yield, k.slot_counter, k.lock_counter};
-  const std::string_view args[] = {k.channel,  k.dlock_channel, owner, have_text,
-                                   lease_text, ticket,          window};
+  const std::string_view args[] = {
+      k.channel,  k.dlock_channel, owner,  have_text,
+      lease_text, ticket,          window, c.cfg().cluster() ? "1" : "0"};
   const std::size_t nkeys = k.slot_counter.empty() ? 4 : 6;
   c.scripts().eval(scripts::mutex_release, std::span<const std::string_view>{keys, nkeys}, args,
                    c.cfg().command_timeout, std::move(done));

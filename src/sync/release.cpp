@@ -112,7 +112,7 @@ void start_release(client_impl& c, std::shared_ptr<hold_state> h, completion<boo
 void start_force_unlock(client_impl& c, const std::string& name, completion<bool> done) {
   const auto channel = keys::lock_channel(name);
   const std::string_view keys[] = {name};
-  const std::string_view args[] = {channel};
+  const std::string_view args[] = {channel, c.cfg().cluster() ? "1" : "0"};
   c.scripts().eval(scripts::mutex_force_unlock, keys, args, c.cfg().command_timeout,
                    [done = std::move(done)](std::error_code ec, reply r) mutable {
                      done(ec, !ec && r.integer() == 1);

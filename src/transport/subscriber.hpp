@@ -5,6 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "transport/link.hpp"
 #include "transport/subscriptions.hpp"
@@ -15,16 +18,25 @@ class subscriber final : public link {
  public:
   subscriber(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
 
-  // Listens to a channel (SUBSCRIBE) or a pattern (PSUBSCRIBE). Thread-safe; returns an id
-  // for unlisten(). The listener runs on the strand and must not block.
+  using listeners = std::vector<std::pair<std::string, pubsub_listener>>;
+
+  // Listens to channels (one SUBSCRIBE for those new to this connection) or to a pattern
+  // (PSUBSCRIBE). Thread-safe; returns the ids for unlisten(), in order. A listener runs on
+  // the strand and must not block.
+  std::vector<listener_id> listen(listeners channels);
+  // The same for Redis Cluster shard channels (SSUBSCRIBE, Redis >= 7.0).
+  std::vector<listener_id> listen_shard(listeners channels);
   listener_id listen(std::string channel, pubsub_listener fn);
   listener_id listen_pattern(std::string pattern, pubsub_listener fn);
-  // Stops a listener; after the last one of a channel, the channel is unsubscribed.
-  // Thread-safe. The listener may still run once if a message is being dispatched.
-  void unlisten(listener_id id);
+  // Stops listeners; the channels that lost their last one are unsubscribed in one command.
+  // Thread-safe. A listener may still run once if a message is being dispatched.
+  void unlisten(std::vector<listener_id> ids);
+  void unlisten(listener_id id) { unlisten(std::vector<listener_id>{id}); }
+  // Whether any listener is registered (strand only).
+  bool listening() const noexcept { return subs_.listeners() > 0; }
 
  private:
-  listener_id add(subscriptions::kind k, std::string name, pubsub_listener fn);
+  std::vector<listener_id> add(subscriptions::kind k, listeners items);
   void on_ready() override;
   void on_reply(reply r) override;
   void on_down(std::error_code why) override;

@@ -1,9 +1,35 @@
 #include "transport/subscriptions.hpp"
 
+#include <map>
+
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
 
 namespace dlock::transport {
+namespace {
+
+using kind = subscriptions::kind;
+
+std::string_view command_of(kind k, bool sub) {
+  switch (k) {
+    case kind::pattern:
+      return sub ? "PSUBSCRIBE" : "PUNSUBSCRIBE";
+    case kind::shard:
+      return sub ? "SSUBSCRIBE" : "SUNSUBSCRIBE";
+    case kind::channel:
+      break;
+  }
+  return sub ? "SUBSCRIBE" : "UNSUBSCRIBE";
+}
+
+// The kind a push's type names ("psubscribe", "smessage", ...) by its first letter.
+kind kind_of(std::string_view type) {
+  if (type.front() == 'p') return kind::pattern;
+  if (type.front() == 's' && type != "subscribe") return kind::shard;
+  return kind::channel;
+}
+
+}  // namespace
 
 bool subscriptions::add(listener_id id, kind k, const std::string& name, pubsub_listener fn) {
   auto [it, fresh] = topics_.try_emplace({k, name});
@@ -13,7 +39,7 @@ bool subscriptions::add(listener_id id, kind k, const std::string& name, pubsub_
   if (t.confirmed) {
     auto call = stored;  // the listener may remove itself (destroying `stored`) while running
     call(pubsub_event{pubsub_event::type::subscribed,
-                      k == kind::channel ? name : "",
+                      k != kind::pattern ? name : "",
                       k == kind::pattern ? name : "",
                       {},
                       {}});
@@ -37,7 +63,7 @@ std::optional<std::pair<subscriptions::kind, std::string>> subscriptions::remove
 void subscriptions::subscribe_command(std::string& out, kind k,
                                       const std::vector<std::string>& names,
                                       clock::time_point deadline) {
-  std::vector<std::string_view> args{k == kind::channel ? "SUBSCRIBE" : "PSUBSCRIBE"};
+  std::vector<std::string_view> args{command_of(k, true)};
   args.insert(args.end(), names.begin(), names.end());
   resp::append_command(out, args);
   pending_.push_back({command::op::subscribe, k, names, names.size(), deadline});
@@ -46,7 +72,7 @@ void subscriptions::subscribe_command(std::string& out, kind k,
 void subscriptions::unsubscribe_command(std::string& out, kind k,
                                         const std::vector<std::string>& names,
                                         clock::time_point deadline) {
-  std::vector<std::string_view> args{k == kind::channel ? "UNSUBSCRIBE" : "PUNSUBSCRIBE"};
+  std::vector<std::string_view> args{command_of(k, false)};
   args.insert(args.end(), names.begin(), names.end());
   resp::append_command(out, args);
   pending_.push_back({command::op::unsubscribe, k, names, names.size(), deadline});
@@ -58,15 +84,29 @@ void subscriptions::ping_command(std::string& out, clock::time_point deadline) {
 }
 
 void subscriptions::resubscribe_all(std::string& out, clock::time_point deadline) {
-  // One command per topic (written at once all the same): Redis refuses a whole SUBSCRIBE with
-  // NOPERM when the user may not have one of its channels, so one refused channel (say, a
-  // user granted Redisson's lock channels but not dlock's waiter channels) must not take the
-  // others down with it.
-  for (auto& [k, t] : topics_) subscribe_command(out, k.first, {k.second}, deadline);
+  // One command per kind; one the server refuses as a whole (NOPERM for one channel) is sent
+  // again channel by channel (split_refused), so a refused channel fails alone.
+  std::map<kind, std::vector<std::string>> names;
+  for (auto& [k, t] : topics_) names[k.first].push_back(k.second);
+  for (auto& [k, list] : names) subscribe_command(out, k, list, deadline);
+}
+
+bool subscriptions::split_refused(std::string& out, clock::time_point deadline) {
+  bool any = false;
+  for (auto& c : refused_) {
+    for (auto& name : c.names) {
+      if (!topics_.contains({c.k, name})) continue;  // nobody listens any more
+      subscribe_command(out, c.k, {name}, deadline);
+      any = true;
+    }
+  }
+  refused_.clear();
+  return any;
 }
 
 void subscriptions::on_disconnect() {
   pending_.clear();
+  refused_.clear();  // resubscribe_all sends each topic on its own
   // Whoever listens now may miss messages until the next confirmation says otherwise. Topics
   // added later, while the link is down, are told `subscribed` like on a first connect.
   for (auto& [k, t] : topics_) {
@@ -113,8 +153,8 @@ bool subscriptions::on_reply(const reply& r) {
   if (!r.is_array() || r.elements().empty() || !r.elements()[0].is_string()) return false;
   const auto& e = r.elements();
   const std::string_view type = e[0].str();
-  if (type == "message" && e.size() == 3) {
-    on_message(kind::channel, {}, e[1].str(), e[2].str());
+  if ((type == "message" || type == "smessage") && e.size() == 3) {
+    on_message(kind_of(type), {}, e[1].str(), e[2].str());
     return true;
   }
   if (type == "pmessage" && e.size() == 4) {
@@ -133,14 +173,15 @@ bool subscriptions::on_pong() {
 }
 
 bool subscriptions::on_confirmation(std::string_view type, std::string_view name) {
-  const bool sub = type == "subscribe" || type == "psubscribe";
-  const bool unsub = type == "unsubscribe" || type == "punsubscribe";
-  if ((!sub && !unsub) || pending_.empty()) return false;
-  auto& head = pending_.front();
-  const kind k = type.front() == 'p' ? kind::pattern : kind::channel;
-  if (head.what != (sub ? command::op::subscribe : command::op::unsubscribe) || head.k != k) {
-    return false;
+  const bool sub = type == "subscribe" || type == "psubscribe" || type == "ssubscribe";
+  const bool unsub = type == "unsubscribe" || type == "punsubscribe" || type == "sunsubscribe";
+  if (!sub && !unsub) return false;
+  const kind k = kind_of(type);
+  const auto op = sub ? command::op::subscribe : command::op::unsubscribe;
+  if (pending_.empty() || pending_.front().what != op || pending_.front().k != k) {
+    return k == kind::shard && unsub && on_dropped(name);
   }
+  auto& head = pending_.front();
   if (--head.left == 0) pending_.pop_front();
   auto it = topics_.find({k, std::string(name)});
   if (it == topics_.end()) return true;  // nobody listens any more; its UNSUBSCRIBE is queued
@@ -155,7 +196,19 @@ bool subscriptions::on_confirmation(std::string_view type, std::string_view name
   const auto what =
       t.resubscribing ? pubsub_event::type::resubscribed : pubsub_event::type::subscribed;
   t.resubscribing = false;
-  notify(it->first, {what, k == kind::channel ? name : "", k == kind::pattern ? name : "", {}, {}});
+  notify(it->first, {what, k != kind::pattern ? name : "", k == kind::pattern ? name : "", {}, {}});
+  return true;
+}
+
+// An sunsubscribe nobody asked for: the node no longer serves the channel's slot (resharded or
+// demoted). Its listeners are told and dropped; they listen again where the slot now lives.
+bool subscriptions::on_dropped(std::string_view name) {
+  auto it = topics_.find({kind::shard, std::string(name)});
+  if (it == topics_.end()) return true;
+  std::vector<listener_id> ids;
+  for (auto& [id, fn] : it->second.listeners) ids.push_back(id);
+  notify(it->first, {pubsub_event::type::moved, name, "", {}, {}});
+  for (auto id : ids) remove(id);  // what a callback left
   return true;
 }
 
@@ -163,13 +216,14 @@ void subscriptions::on_error(const reply& r) {
   auto head = std::move(pending_.front());
   pending_.pop_front();
   if (head.what != command::op::subscribe) return;
+  if (head.names.size() > 1) return refused_.push_back(std::move(head));
   const std::error_code ec = classify_error_reply(r.str());
   for (const auto& name : head.names) {
     auto it = topics_.find({head.k, name});
     if (it == topics_.end()) continue;
     it->second.resubscribing = false;
     notify(it->first, {pubsub_event::type::failed,
-                       head.k == kind::channel ? std::string_view{name} : "",
+                       head.k != kind::pattern ? std::string_view{name} : "",
                        head.k == kind::pattern ? std::string_view{name} : "",
                        {},
                        ec});
@@ -178,7 +232,7 @@ void subscriptions::on_error(const reply& r) {
 
 void subscriptions::on_message(kind k, std::string_view pattern, std::string_view channel,
                                std::string_view payload) {
-  auto it = topics_.find({k, std::string(k == kind::channel ? channel : pattern)});
+  auto it = topics_.find({k, std::string(k == kind::pattern ? pattern : channel)});
   if (it == topics_.end()) return;
   notify(it->first, {pubsub_event::type::message, channel, pattern, payload, {}});
 }

@@ -28,7 +28,10 @@ struct pubsub_event {
     subscribed,    // the channel (or pattern) is confirmed: messages from now on arrive
     message,       // a message on the channel (pattern: `pattern` is set)
     resubscribed,  // confirmed again after a reconnect: messages may have been missed
-    failed,        // the server refused the subscription (ec, e.g. errc::no_permission)
+    failed,        // the server refused the subscription (ec, e.g. errc::no_permission;
+                   // errc::moved for a shard channel of a slot the node does not serve)
+    moved,         // a shard channel's node stopped serving its slot (an unsolicited
+                   // sunsubscribe): the listener was dropped here; listen where the slot lives
   };
   type what;
   std::string_view channel;  // for pattern listeners, the channel that matched
@@ -43,7 +46,8 @@ using listener_id = std::uint64_t;
 class subscriptions {
  public:
   using clock = std::chrono::steady_clock;
-  enum class kind : std::uint8_t { channel, pattern };
+  // SUBSCRIBE, PSUBSCRIBE, or SSUBSCRIBE (a Redis Cluster shard channel, Redis >= 7.0).
+  enum class kind : std::uint8_t { channel, pattern, shard };
 
   // Adds a listener. Returns true when its channel needs a SUBSCRIBE now (first listener;
   // call `subscribe_command`). If the channel is already confirmed, the listener gets
@@ -68,6 +72,10 @@ class subscriptions {
 
   // Interprets a reply. Returns false if it makes no sense here (protocol violation).
   bool on_reply(const reply& r);
+  // A SUBSCRIBE of several channels that the server refused (NOPERM refuses the whole command
+  // for one channel) is sent again as one command per channel, so that the channels allowed
+  // are heard: appends those commands (call after on_reply). Returns whether it appended any.
+  bool split_refused(std::string& out, clock::time_point deadline);
 
   // True if a command waits for confirmation past its deadline (the link is stuck).
   bool overdue(clock::time_point now) const;
@@ -94,6 +102,7 @@ class subscriptions {
   };
   void notify(key k, const pubsub_event& ev);  // by value: a callback may erase the topic
   bool on_confirmation(std::string_view type, std::string_view name);
+  bool on_dropped(std::string_view name);
   bool on_pong();
   void on_error(const reply& r);
   void on_message(kind k, std::string_view pattern, std::string_view channel,
@@ -102,6 +111,7 @@ class subscriptions {
   std::map<key, topic> topics_;
   std::map<listener_id, key> owner_;
   std::deque<command> pending_;
+  std::vector<command> refused_;  // multi-channel SUBSCRIBEs to send again one by one
 };
 
 }  // namespace dlock::transport

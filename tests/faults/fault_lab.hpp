@@ -3,13 +3,14 @@
 // test's own history of the faults it injects. finish() checks the merged histories
 // (checker.hpp); a failing test prints the report and every event.
 //
-// Every wait is bounded; measurements go to stdout as "[ measured ] ..." for docs/safety.md.
+// Every wait is bounded; measurements go through measured() (measured.hpp) for docs/safety.md.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "dlock/keys.hpp"
 #include "history.hpp"
 #include "integration/test_util.hpp"
+#include "measured.hpp"
 #include "resource.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_server.hpp"
@@ -44,6 +46,13 @@ using dlock::test::child_process;
 inline constexpr std::int64_t ns_per_ms = 1'000'000;
 
 inline double to_ms(std::int64_t ns) { return static_cast<double>(ns) / 1e6; }
+
+// `ns` in milliseconds with one decimal, for measured() lines.
+inline std::string ms_text(std::int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", to_ms(ns));
+  return text;
+}
 
 class fault_lab : public ::testing::Test {
  protected:
@@ -179,8 +188,6 @@ class fault_lab : public ::testing::Test {
     wait_all_exit(60s);
     return finish();
   }
-
-  static void measured(const std::string& what) { std::cout << "[ measured ] " << what << '\n'; }
 
   dlock::test::redis_server lock_srv_;
   dlock::test::redis_server resource_srv_;

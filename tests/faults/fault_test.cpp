@@ -57,9 +57,9 @@ TEST_F(fault_lab, kill9_of_a_holder_lets_the_next_in_after_its_lease_and_not_bef
         << k.waiter << " entered " << to_ms(k.lease_end - s->enter) << " ms before the lease ended";
     EXPECT_LE(s->enter, k.lease_end + 300 * ns_per_ms)
         << "the waiter re-checks when the holder's lease ends";
-    measured("kill -9, watchdog lease 1000 ms: next enter " +
-             std::to_string(to_ms(s->enter - k.at)) + " ms after the kill, " +
-             std::to_string(to_ms(s->enter - k.lease_end)) + " ms after the lease end (PTTL)");
+    measured("kill -9, watchdog lease 1000 ms: next enter " + ms_text(s->enter - k.at) +
+             " ms after the kill, " + ms_text(s->enter - k.lease_end) +
+             " ms after the lease end (PTTL)");
   }
 }
 
@@ -107,9 +107,8 @@ TEST_F(fault_lab,
     ASSERT_TRUE(a && b);
     EXPECT_GT(b->token, a->token);
     measured("SIGSTOP of a holder, watchdog lease 600 ms: next enter " +
-             std::to_string(to_ms(b->enter - a->enter)) + " ms after the frozen one's; lost " +
-             std::to_string(to_ms(lost->t - s.resumed)) + " ms after SIGCONT (seen by " +
-             lost->detail + ")");
+             ms_text(b->enter - a->enter) + " ms after the frozen one's; lost " +
+             ms_text(lost->t - s.resumed) + " ms after SIGCONT (seen by " + lost->detail + ")");
   }
 }
 
@@ -165,16 +164,15 @@ TEST_F(fault_lab,
   // Each worker's own first enter after SIGCONT depends on who wins the races for the lock:
   // like Redisson's RLock, dlock::mutex is not fair (a releasing worker may take it straight
   // back), so one worker may wait seconds while the others hand off — as without any fault.
-  std::string recovery = " (anyone +" + std::to_string(to_ms(first->enter - resumed)) + " ms)";
+  std::string recovery = " (anyone +" + ms_text(first->enter - resumed) + " ms)";
   for (const char* p : {"a", "b", "c"}) {
     const auto* s = dlock::faults::first_enter_after(r, resumed, p);
     ASSERT_NE(s, nullptr) << p << " entered after SIGCONT";
-    recovery += std::string{" "} + p + " +" + std::to_string(to_ms(s->enter - resumed)) + " ms";
+    recovery += std::string{" "} + p + " +" + ms_text(s->enter - resumed) + " ms";
   }
   measured("SIGSTOP of redis 2500 ms, watchdog lease 1000 ms: holder's lost " +
-           std::to_string(to_ms(lost->t - paused)) +
-           " ms after the pause; errors during the pause: " + std::to_string(r.errors) +
-           "; first enters after SIGCONT:" + recovery);
+           ms_text(lost->t - paused) + " ms after the pause; errors during the pause: " +
+           std::to_string(r.errors) + "; first enters after SIGCONT:" + recovery);
 }
 
 // After a restart without persistence the holders' keys are gone. A holder learns it when its
@@ -209,9 +207,8 @@ TEST_F(fault_lab, a_holder_learns_of_a_restart_when_it_reconnects_not_at_its_nex
     ASSERT_NE(lost, nullptr) << p.id;
     EXPECT_LE(lost->t - p.restarted, 3000 * ns_per_ms)
         << p.id << ": learned long after the server was up";
-    seen += "; " + p.id + ": restart took " + std::to_string(to_ms(p.restarted - p.restarting)) +
-            " ms, loss seen " + std::to_string(to_ms(lost->t - p.restarted)) +
-            " ms after it was up";
+    seen += "; " + p.id + ": restart took " + ms_text(p.restarted - p.restarting) +
+            " ms, loss seen " + ms_text(lost->t - p.restarted) + " ms after it was up";
   }
   measured(
       "restart without persistence, holders with a 30 s watchdog lease and a 40 s explicit "
@@ -254,9 +251,9 @@ TEST_F(fault_lab,
   EXPECT_GT(in->token, held->token);
   EXPECT_EQ(r.token_regressions, 0u) << report_json_;
   measured("restart without persistence, watchdog lease 1000 ms: restart took " +
-           std::to_string(to_ms(restarted - restarting)) + " ms; old holder's lost " +
-           std::to_string(to_ms(lost->t - restarting)) + " ms after it began; waiter entered " +
-           std::to_string(to_ms(in->enter - restarting)) + " ms after it began with token " +
+           ms_text(restarted - restarting) + " ms; old holder's lost " +
+           ms_text(lost->t - restarting) + " ms after it began; waiter entered " +
+           ms_text(in->enter - restarting) + " ms after it began with token " +
            std::to_string(in->token) + " (old holder's: " + std::to_string(held->token) + ")" +
            (r.overlaps.empty() ? "" : "; overlap reported (waiter in before the loss was seen)"));
 }
@@ -279,7 +276,8 @@ TEST_F(fault_lab, client_kill_of_command_and_subscriber_connections_in_a_loop_is
   EXPECT_GE(kills, 4u) << "the loop ran while the workers did";
   measured("CLIENT KILL every 150 ms (" + std::to_string(kills) + " kills): " +
            std::to_string(r.sections.size()) + " sections, " + std::to_string(r.errors) +
-           " errors, longest hand-off gap " + std::to_string(to_ms(r.max_handoff_gap_ns)) + " ms");
+           " errors, " + std::to_string(r.lost_events) + " lost, " + std::to_string(r.timeouts) +
+           " timeouts, longest hand-off gap " + ms_text(r.max_handoff_gap_ns) + " ms");
 }
 
 TEST_F(fault_lab, script_flush_in_a_loop_is_invisible) {
@@ -297,7 +295,8 @@ TEST_F(fault_lab, script_flush_in_a_loop_is_invisible) {
   EXPECT_GE(flushes, 4u);
   measured("SCRIPT FLUSH every 50 ms (" + std::to_string(flushes) + " flushes): " +
            std::to_string(r.sections.size()) + " sections, " + std::to_string(r.errors) +
-           " errors, longest hand-off gap " + std::to_string(to_ms(r.max_handoff_gap_ns)) + " ms");
+           " errors, " + std::to_string(r.lost_events) + " lost, " + std::to_string(r.timeouts) +
+           " timeouts, longest hand-off gap " + ms_text(r.max_handoff_gap_ns) + " ms");
 }
 
 }  // namespace

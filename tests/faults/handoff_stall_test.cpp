@@ -11,6 +11,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "../integration/test_util.hpp"
 #include "dlock/keys.hpp"
@@ -36,6 +37,19 @@ constexpr const char* redisson_try_lock =
     "return nil; end; "
     "return redis.call('pttl', KEYS[1]);";
 
+// A Redisson process polling `name` every 5 ms from now until `give_up`: when it got in (a
+// default time_point: never).
+std::chrono::steady_clock::time_point redisson_poller_gets_in(
+    dlock::test::redis_server& srv, const std::string& name,
+    std::chrono::steady_clock::time_point give_up) {
+  while (std::chrono::steady_clock::now() < give_up) {
+    const auto r = srv.command({"EVAL", redisson_try_lock, "1", name, "1000", "poller:1"});
+    if (r == "$-1") return std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(5ms);
+  }
+  return {};
+}
+
 TEST(handoff_stall, a_stalled_grantee_keeps_the_lock_for_its_whole_lease) {
   dlock::test::redis_server srv;
   dlock::test::tcp_proxy proxy{srv.port()};
@@ -51,8 +65,9 @@ TEST(handoff_stall, a_stalled_grantee_keeps_the_lock_for_its_whole_lease) {
   auto outcome = std::async(std::launch::async, [&] {
     std::error_code ec;
     const bool got = w.try_lock_for(12s, ec);
+    const auto at = std::chrono::steady_clock::now();
     if (got) w.unlock(ec);
-    return got;
+    return std::pair{got, at};
   });
   ASSERT_TRUE(wait_until(
       [&] {
@@ -70,30 +85,29 @@ TEST(handoff_stall, a_stalled_grantee_keeps_the_lock_for_its_whole_lease) {
   const auto pttl = std::stoll(srv.command({"PTTL", name}).substr(1));
   EXPECT_GT(pttl, 1500) << "the hand-off gave the grantee its own lease at once";
 
-  // A Redisson process polls every 5 ms: it gets in only when the grantee's lease has ended.
-  std::chrono::steady_clock::time_point got_in{};
-  const auto give_up = handed + 5s;
-  while (std::chrono::steady_clock::now() < give_up) {
-    const auto r = srv.command({"EVAL", redisson_try_lock, "1", name, "1000", "poller:1"});
-    if (r == "$-1") {
-      got_in = std::chrono::steady_clock::now();
-      break;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
+  // A Redisson process polls: it gets in only when the grantee's lease has ended.
+  const auto got_in = redisson_poller_gets_in(srv, name, handed + 5s);
   ASSERT_NE(got_in, std::chrono::steady_clock::time_point{}) << "the lock ends with its lease";
   const auto after = dlock::test::ms_between(handed, got_in);
-  dlock::test::report("stalled grantee: another process got in " + std::to_string(after) +
-                      " ms after the hand-off (lease 2000 ms)");
   EXPECT_GE(after, 1900) << "nobody gets in while the stalled grantee's lease lasts";
-  EXPECT_EQ(outcome.wait_for(0ms), std::future_status::timeout)
+  const bool silent = outcome.wait_for(0ms) == std::future_status::timeout;
+  EXPECT_TRUE(silent)
       << "the frozen grantee reported nothing: trust needs its own attempt's answer";
 
   // The grantee comes back: its attempt finds the lock taken (or free again), never trusted
   // across the poller's hold, and it acquires once the poller's 1 s lease has ended.
   proxy.thaw();
+  const auto thawed = std::chrono::steady_clock::now();
   ASSERT_EQ(outcome.wait_for(12s), std::future_status::ready);
-  EXPECT_TRUE(outcome.get());
+  const auto [got, at] = outcome.get();
+  EXPECT_TRUE(got);
+  dlock::faults::measured(
+      "stalled grantee (watchdog lease 2000 ms): PTTL " + std::to_string(pttl) +
+      " ms right after the hand-off; a Redisson-protocol poller (every 5 ms) got in " +
+      std::to_string(after) + " ms after it; the frozen grantee " +
+      (silent ? "reported nothing" : "reported an outcome") + "; after the thaw it " +
+      (got ? "acquired " + std::to_string(dlock::test::ms_between(thawed, at)) + " ms later"
+           : std::string{"gave up"}));
 }
 
 }  // namespace

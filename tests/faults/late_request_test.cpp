@@ -77,36 +77,45 @@ TEST(late_request, a_release_left_on_an_abandoned_connection_never_frees_a_newer
   lab.h.lock();  // the same owner field, a new hold
   const auto ours = lab.observer.execute({"HGETALL", lab.name});
   lab.thaw_and_settle();
-  EXPECT_EQ(lab.observer.execute({"HGETALL", lab.name}), ours)
-      << "the late release ran on the newer hold";
+  const bool kept = lab.observer.execute({"HGETALL", lab.name}) == ours;
+  EXPECT_TRUE(kept) << "the late release ran on the newer hold";
   EXPECT_GT(lab.observer.execute({"PTTL", lab.name}).integer(), 0);
   EXPECT_TRUE(lab.h.is_held_by_current_thread());
   lab.h.unlock(ec);
   EXPECT_FALSE(ec) << ec.message();
   EXPECT_EQ(lab.exists(), 0);
-  dlock::test::report(
-      "release held in the proxy: unlock returned after " +
-      std::to_string(dlock::test::ms_between(t0, released)) + " ms (resent on a new connection); " +
-      std::to_string(late_bytes) +
-      " late bytes delivered at the thaw (their connection killed before); the newer hold kept");
+  dlock::faults::measured("release held in the proxy: unlock returned after " +
+                          std::to_string(dlock::test::ms_between(t0, released)) +
+                          " ms (resent on a new connection); " + std::to_string(late_bytes) +
+                          " late bytes delivered at the thaw; the newer hold " +
+                          (kept ? "kept" : "deleted"));
 }
 
 TEST(late_request, an_acquire_left_on_an_abandoned_connection_never_takes_the_lock_again) {
   late_lab lab;
   lab.holder.ping();  // connected before the freeze: the acquire goes out on this connection
   lab.proxy.freeze(direction::client_to_server);
+  const auto t0 = dlock::test::steady::now();
   std::error_code ec;
   ASSERT_TRUE(lab.h.try_lock_for(5s, ec)) << ec.message();  // the resend, on a new connection
-  ASSERT_GT(lab.held(), 0u) << "the first acquire still waits in the proxy";
+  const auto acquired = dlock::test::steady::now();
+  const auto late_bytes = lab.held();
+  ASSERT_GT(late_bytes, 0u) << "the first acquire still waits in the proxy";
   lab.h.unlock(ec);
   ASSERT_FALSE(ec) << ec.message();
   ASSERT_EQ(lab.exists(), 0);
 
   lab.thaw_and_settle();
-  EXPECT_EQ(lab.exists(), 0) << "the late acquire took the lock for nobody";
+  const bool free_after = lab.exists() == 0;
+  EXPECT_TRUE(free_after) << "the late acquire took the lock for nobody";
   dlock::mutex o{lab.observer, lab.name};
   EXPECT_TRUE(o.try_lock(ec)) << "free for the next owner at once";
   o.unlock();
+  dlock::faults::measured("acquire held in the proxy: try_lock_for acquired after " +
+                          std::to_string(dlock::test::ms_between(t0, acquired)) +
+                          " ms (resent on a new connection); " + std::to_string(late_bytes) +
+                          " late bytes delivered at the thaw, after the release; the lock " +
+                          (free_after ? "stayed free" : "was taken again for nobody"));
 }
 
 // An ACL user refused CLIENT KILL (without @admin, say), or CLIENT INFO too, connects and

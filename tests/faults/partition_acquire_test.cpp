@@ -1,7 +1,7 @@
 // Acquisitions through a loopback TCP proxy: replies lost (the ambiguous acquire), replies late
 // past the lease, and hand-offs under added latency. The client under test connects through the
 // proxy; an observer connects to the server directly. Measured numbers are printed
-// ("[measured] ...") for docs/safety.md.
+// (dlock::faults::measured) for docs/safety.md.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -21,12 +21,12 @@
 
 using namespace std::chrono_literals;
 using dlock::errc;
+using dlock::faults::measured;
 using dlock::test::config_for;
 using dlock::test::config_through;
 using dlock::test::direction;
 using dlock::test::ms_between;
 using dlock::test::none_of_ours;
-using dlock::test::report;
 using dlock::test::steady;
 using dlock::test::tcp_proxy;
 using dlock::test::unique_name;
@@ -108,15 +108,15 @@ void lost_acquire_reply(bool long_partition) {
   // The caller was told it does not hold the lock, and indeed it can take it normally.
   ASSERT_TRUE(h.try_lock_for(2s));
   h.unlock();
-  report(std::string{"lost acquire reply ("} +
-         (long_partition ? "then cut both ways for 3 s after the call returned"
-                         : "server->client cut") +
-         ", timeout 300 ms): try_lock_for returned '" + ec.message() + "' after " +
-         std::to_string(ms_between(t0, returned)) +
-         " ms; our lock still on the server then: " + (held_at_return ? "yes" : "no") + "; gone " +
-         std::to_string(ms_between(healed, gone)) + " ms after the heal, " +
-         std::to_string(ms_between(t0, gone)) + " ms after the call began (lease 10 s): " +
-         (given_back ? "given back" : "left to expire"));
+  measured(std::string{"lost acquire reply ("} +
+           (long_partition ? "then cut both ways for 3 s after the call returned"
+                           : "server->client cut") +
+           ", timeout 300 ms): try_lock_for returned '" + ec.message() + "' after " +
+           std::to_string(ms_between(t0, returned)) +
+           " ms; our lock still on the server then: " + (held_at_return ? "yes" : "no") +
+           "; gone " + std::to_string(ms_between(healed, gone)) + " ms after the heal, " +
+           std::to_string(ms_between(t0, gone)) + " ms after the call began (lease 10 s): " +
+           (given_back ? "given back" : "left to expire"));
 }
 
 TEST(partition, an_acquire_whose_reply_is_lost_reports_an_error_and_is_given_back) {
@@ -170,8 +170,8 @@ TEST(partition, an_acquire_whose_reply_is_lost_then_healed_succeeds_exactly_once
             std::to_string(r.token))
       << "the last token issued (a resend draws a new one) is the one reported";
   EXPECT_EQ(other.execute({"EXISTS", name}).integer(), 0) << "released";
-  report("lost acquire reply healed during the call: acquired (token " + std::to_string(r.token) +
-         ", hold count 1) " + std::to_string(ms_between(t0, r.at)) + " ms after the call began");
+  measured("lost acquire reply healed during the call: acquired (token " + std::to_string(r.token) +
+           ", hold count 1) " + std::to_string(ms_between(t0, r.at)) + " ms after the call began");
 }
 
 // Replies come back after the lease could have ended (200 ms each way, 300 ms lease): such an
@@ -194,8 +194,8 @@ TEST(partition, an_acquisition_confirmed_after_its_lease_is_never_reported) {
   EXPECT_TRUE(wait_until([&] { return none_of_ours(holder, other, name); }, 2s));
   EXPECT_TRUE(o.try_lock_for(2s));
   o.unlock();
-  report("200 ms each way, lease 300 ms: try_lock_for(1 s) returned false after " +
-         std::to_string(ms_between(t0, returned)) + " ms, nothing left held");
+  measured("200 ms each way, lease 300 ms: try_lock_for(1 s) returned false after " +
+           std::to_string(ms_between(t0, returned)) + " ms, nothing left held");
 }
 
 // 50 ms each way on both clients: 20 forced hand-offs (each waiter is queued and subscribed in
@@ -273,11 +273,11 @@ TEST(partition, hand_offs_stay_exclusive_and_tokens_increase_under_latency) {
     worst = std::max(worst, v);
     sum += v;
   }
-  report("50 ms each way, 20 forced hand-offs between two clients: " + std::to_string(took) +
-         " ms in all; release-to-next-acquire mean " +
-         std::to_string(sum / static_cast<long long>(handoff_ms.size())) + " ms, max " +
-         std::to_string(worst) + " ms; tokens " + std::to_string(tokens.front()) + ".." +
-         std::to_string(tokens.back()) + ", no overlap");
+  measured("50 ms each way, 20 forced hand-offs between two clients: " + std::to_string(took) +
+           " ms in all; release-to-next-acquire mean " +
+           std::to_string(sum / static_cast<long long>(handoff_ms.size())) + " ms, max " +
+           std::to_string(worst) + " ms; tokens " + std::to_string(tokens.front()) + ".." +
+           std::to_string(tokens.back()) + ", no overlap");
 }
 
 }  // namespace
@@ -297,8 +297,10 @@ TEST(partition, a_retry_by_the_same_thread_is_not_undone_by_the_earlier_give_bac
   dlock::mutex h{holder, name}, o{other, name};
   warm_up(holder, name);
   proxy.blackhole(direction::server_to_client);
+  const auto t0 = steady::now();
   std::error_code ec;
   EXPECT_FALSE(h.try_lock_for(600ms, ec)) << "no reply can come back";
+  const auto first_ec = ec;
   // The acquisition was applied and its outcome is unknown to the client: a give-back is now
   // pending, retrying until it hears back (its sends reach the server: client to server still
   // passes, but it cannot hear that they were applied).
@@ -310,7 +312,8 @@ TEST(partition, a_retry_by_the_same_thread_is_not_undone_by_the_earlier_give_bac
     proxy.pass();
   }};
   bool got = false;
-  for (int tries = 0; tries < 20 && !got; ++tries) {
+  int tries = 0;
+  for (; tries < 20 && !got; ++tries) {
     got = h.try_lock_for(10s, ec);
     if (!got) {
       EXPECT_TRUE(ambiguous(ec) || ec == errc::connection_refused) << ec.message();
@@ -318,13 +321,25 @@ TEST(partition, a_retry_by_the_same_thread_is_not_undone_by_the_earlier_give_bac
   }
   healer.join();
   ASSERT_TRUE(got) << ec.message();
+  const auto acquired = steady::now();
   // Past several rounds of the earlier give-back's backoff (50 ms, doubling to 1 s).
   std::this_thread::sleep_for(2500ms);
-  EXPECT_FALSE(none_of_ours(holder, other, name)) << "the new hold is still ours";
-  EXPECT_FALSE(o.try_lock()) << "nobody else got in";
+  const bool still_ours = !none_of_ours(holder, other, name);
+  EXPECT_TRUE(still_ours) << "the new hold is still ours";
+  const bool other_got_in = o.try_lock();
+  EXPECT_FALSE(other_got_in) << "nobody else got in";
+  if (other_got_in) o.unlock();
   EXPECT_GT(h.lease_time_left().count(), 0);
   h.unlock();
   EXPECT_TRUE(none_of_ours(holder, other, name));
+  measured(
+      "lost acquire reply, then retries by the same thread (heal 500 ms into them): "
+      "try_lock_for(600ms) false (" +
+      (first_ec ? first_ec.message() : std::string{"no error: its deadline"}) +
+      "), then acquired on try " + std::to_string(tries) + ", " +
+      std::to_string(ms_between(t0, acquired)) + " ms after the first call; 2.5 s later the " +
+      "new hold was " + (still_ours ? "still ours" : "gone") + " and another client " +
+      (other_got_in ? "got in" : "was refused"));
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ TEST(tcp_proxy, delay_delivers_each_chunk_at_least_that_late_in_order) {
   EXPECT_EQ(c.read_exact(expected.size(), 3s), expected);
   proxy.pass();
   EXPECT_LT(round_trip(), 50ms);
-  dlock::test::report(
+  dlock::faults::measured(
       "proxy delay 100 ms each way: PING round trip " +
       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(both).count()) +
       " ms; 100 ms one way: " +

@@ -2,7 +2,7 @@
 // The client under test connects through the proxy; an observer/competitor connects to the
 // server directly. Leases are short (watchdog 900 ms, renewed every 300 ms) and command and
 // connect timeouts 300 ms, so each case takes seconds. Every case prints its measured numbers
-// ("[measured] ...") for docs/safety.md.
+// (dlock::faults::measured) for docs/safety.md.
 //
 // Safety claims checked: a partitioned holder stops trusting its lock at its local deadline
 // (last confirmed send + lease - drift), before the key can expire on the server, and a
@@ -27,12 +27,12 @@
 
 using namespace std::chrono_literals;
 using dlock::errc;
+using dlock::faults::measured;
 using dlock::test::config_for;
 using dlock::test::config_through;
 using dlock::test::direction;
 using dlock::test::ms_between;
 using dlock::test::none_of_ours;
-using dlock::test::report;
 using dlock::test::steady;
 using dlock::test::tcp_proxy;
 using dlock::test::unique_name;
@@ -165,14 +165,14 @@ void holder_is_cut_off(direction cut) {
   h.unlock();
   EXPECT_EQ(other.execute({"EXISTS", name}).integer(), 0);
 
-  report(std::string{"blackhole "} + name_of(cut) + ", watchdog lease 900 ms: deadline t0+" +
-         std::to_string(ms_between(t0, *deadline)) + " ms, loss declared t0+" +
-         std::to_string(ms_between(t0, lost)) + " ms (" +
-         std::to_string(ms_between(*deadline, lost)) +
-         " ms after the deadline), competitor acquired t0+" +
-         std::to_string(ms_between(t0, got.at)) + " ms (" +
-         std::to_string(ms_between(lost, got.at)) + " ms after the loss), holder reconnected " +
-         std::to_string(ms_between(healed, back)) + " ms after the heal");
+  measured(std::string{"blackhole "} + name_of(cut) + ", watchdog lease 900 ms: deadline t0+" +
+           std::to_string(ms_between(t0, *deadline)) + " ms, loss declared t0+" +
+           std::to_string(ms_between(t0, lost)) + " ms (" +
+           std::to_string(ms_between(*deadline, lost)) +
+           " ms after the deadline), competitor acquired t0+" +
+           std::to_string(ms_between(t0, got.at)) + " ms (" +
+           std::to_string(ms_between(lost, got.at)) + " ms after the loss), holder reconnected " +
+           std::to_string(ms_between(healed, back)) + " ms after the heal");
 }
 
 TEST(partition, a_holder_cut_off_both_ways_declares_loss_at_its_deadline) {
@@ -223,10 +223,11 @@ TEST(partition, a_late_renewal_does_not_extend_a_lock_now_held_by_another) {
   EXPECT_EQ(ec, errc::lease_lost);
   EXPECT_EQ(other.execute({"HGETALL", name}), theirs);
   got.held.unlock();
-  report("pause both ways, watchdog lease 900 ms: competitor acquired t0+" +
-         std::to_string(ms_between(t0, got.at)) + " ms; " + std::to_string(held) +
-         " bytes client->server held, delivered " + std::to_string(ms_between(t0, resumed)) +
-         " ms after the pause; competitor PTTL afterwards " + std::to_string(pttl) + " ms of 5000");
+  measured("pause both ways, watchdog lease 900 ms: competitor acquired t0+" +
+           std::to_string(ms_between(t0, got.at)) + " ms; " + std::to_string(held) +
+           " bytes client->server held, delivered " + std::to_string(ms_between(t0, resumed)) +
+           " ms after the pause; competitor PTTL afterwards " + std::to_string(pttl) +
+           " ms of 5000");
 }
 
 TEST(partition, a_late_renewal_does_not_resurrect_an_expired_lock) {
@@ -248,8 +249,8 @@ TEST(partition, a_late_renewal_does_not_resurrect_an_expired_lock) {
   EXPECT_TRUE(wait_until([&] { return dlock::test::command_stat(srv, "evalsha") > calls; }, 2s));
   EXPECT_TRUE(wait_until([&] { return proxy.bytes_held() == 0; }, 2s));
   EXPECT_EQ(other.execute({"EXISTS", name}).integer(), 0) << "a renewal never creates the lock";
-  report("pause client->server, watchdog lease 900 ms: key expired on the server by t0+" +
-         std::to_string(ms_between(t0, expired)) + " ms; the late renewal left it absent");
+  measured("pause client->server, watchdog lease 900 ms: key expired on the server by t0+" +
+           std::to_string(ms_between(t0, expired)) + " ms; the late renewal left it absent");
 }
 
 }  // namespace

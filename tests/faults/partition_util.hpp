@@ -1,5 +1,5 @@
 // Helpers of the partition tests: a raw TCP client for the proxy's own tests, clients configured
-// through the proxy, and the measured numbers printed for docs/safety.md.
+// through the proxy. Measured numbers go through dlock::faults::measured (measured.hpp).
 #pragma once
 
 #include <arpa/inet.h>
@@ -11,13 +11,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <iostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
+#include "measured.hpp"
 #include "support/redis_server.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -28,9 +28,6 @@ using steady = std::chrono::steady_clock;
 inline long long ms_between(steady::time_point from, steady::time_point to) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
-
-// One line of measured numbers, tagged so they can be grepped from the ctest output.
-inline void report(const std::string& line) { std::cout << "[measured] " << line << std::endl; }
 
 // A config that connects through `proxy` (URI query `extra`), reconnecting within 10-100 ms.
 inline dlock::config config_through(const tcp_proxy& proxy, const std::string& extra) {

@@ -11,6 +11,7 @@
 
 #include "../integration/test_util.hpp"
 #include "dlock/mutex.hpp"
+#include "measured.hpp"
 #include "support/redis_server.hpp"
 #include "support/tcp_proxy.hpp"
 
@@ -20,6 +21,10 @@ using namespace std::chrono_literals;
 using dlock::errc;
 using dlock::test::direction;
 using steady = std::chrono::steady_clock;
+
+long long ms_since(steady::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
+}
 
 struct replicated : ::testing::Test {
   dlock::test::redis_server master;
@@ -46,9 +51,15 @@ TEST_F(replicated, a_healthy_replica_acknowledges_every_acquisition) {
   dlock::client c{cfg("fail")};
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex m{c, name};
+  const auto start = steady::now();
   ASSERT_TRUE(m.try_lock_for(2s));
+  const auto took = ms_since(start);
   EXPECT_TRUE(m.lease_replicated());
-  EXPECT_EQ(replica.command({"EXISTS", name}), ":1") << "WAIT returned: the replica has it";
+  const bool on_replica = replica.command({"EXISTS", name}) == ":1";
+  EXPECT_TRUE(on_replica) << "WAIT returned: the replica has it";
+  dlock::faults::measured("healthy replica, wait_replicas=1: acquired in " + std::to_string(took) +
+                          " ms, lease " + (m.lease_replicated() ? "replicated" : "unreplicated") +
+                          ", key on the replica: " + (on_replica ? "yes" : "no"));
   m.unlock();
   auto l = m.async_lock(asio::use_future).get();
   EXPECT_TRUE(l.replicated());
@@ -68,12 +79,19 @@ TEST_F(replicated, fail_policy_reports_no_replicas_and_leaves_no_key_when_replic
   EXPECT_GE(took, 300ms) << "WAIT's timeout";
   EXPECT_LT(took, 2s);
   // Given back in the background (the call returns by its deadline): gone within moments.
+  const auto returned = steady::now();
   EXPECT_TRUE(dlock::test::wait_until(
       [&] {
         return master.command({"EXISTS", name}) == ":0";
       },
       2s))
       << "given back";
+  dlock::faults::measured(
+      "replication paused, on_shortfall=fail, wait_timeout 300 ms: try_lock_for(2 s) reported '" +
+      ec.message() + "' after " +
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
+      " ms; the key gone from the master " + std::to_string(ms_since(returned)) +
+      " ms after the return");
   EXPECT_FALSE(m.lease_replicated());
   // The give-back's own unlock message must not wake the failed op into taking it again.
   std::this_thread::sleep_for(200ms);
@@ -109,7 +127,12 @@ TEST_F(replicated, accept_policy_keeps_the_lock_and_marks_the_lease_unreplicated
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex m{c, name};
   link.pause(direction::both);  // replication stalls (bytes held, delivered on pass())
+  const auto start = steady::now();
   ASSERT_TRUE(m.try_lock_for(2s));
+  dlock::faults::measured(
+      "replication paused, on_shortfall=accept, wait_timeout 300 ms: acquired after " +
+      std::to_string(ms_since(start)) + " ms, lease " +
+      (m.lease_replicated() ? "replicated" : "unreplicated"));
   EXPECT_FALSE(m.lease_replicated()) << "held, but a failover now could lose it";
   EXPECT_GT(m.fencing_token(), 0u);
   EXPECT_EQ(master.command({"EXISTS", name}), ":1");

@@ -28,8 +28,18 @@ Usage (Debian's python3-redis):
       <longest delay from such a message to the next attempt>".
 Options (anywhere): --lease-ms N (default 30000, Redisson's lockWatchdogTimeout; no renewal is
 done, so a hold must end before it), --timeout-s N (give up waiting: exit 3), --stamp
-(acquire_wait: the acquired line ends with the CLOCK_MONOTONIC ns at which lock() returned).
+(acquire_wait: the acquired line ends with the CLOCK_MONOTONIC ns at which lock() returned),
+--cluster (URL is one node of a Redis Cluster).
 Every line is flushed; errors go to stderr with a non-zero exit.
+
+Cluster mode (a `redis+cluster://host:port,host:port...` URL, or --cluster with a redis:// URL of
+one node), as Redisson runs on a Redis >= 7 cluster: the scripts go to the master of the lock
+name's slot (following MOVED and ASK, retrying through a failover), the unlock script
+sends its message with SPUBLISH instead of PUBLISH, and a waiter SSUBSCRIBEs to the channel on
+that master (sharded pub/sub, spoken over a socket of its own: python3-redis 4.3 has none). The
+waiting is the same: wake on `0`/`1` only, else after the lock's TTL. A subscription that the
+server ends (the slot moved) or whose connection drops is made again on the slot's master.
+That part lives in redisson_cluster.py, next to this file.
 """
 
 import sys
@@ -43,6 +53,8 @@ except ImportError:  # pragma: no cover - reported to the test as a clear failur
     sys.stderr.write("redisson_client.py: the 'redis' module is missing "
                      "(apt-get install python3-redis)\n")
     sys.exit(4)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the module below
+from redisson_cluster import CLUSTER_SCHEME, ShardedPubSub, connect_cluster  # noqa: E402
 
 # RedissonLock.tryLockInnerAsync: nil when acquired (or re-entered), else the PTTL.
 TRY_LOCK = (
@@ -76,6 +88,11 @@ UNLOCK = (
     "return nil;"
 )
 
+# The same on a Redis >= 7 cluster, where Redisson's publish command is SPUBLISH (sharded pub/sub:
+# the message stays on the slot's shard, where the waiters SSUBSCRIBE).
+UNLOCK_SHARDED = UNLOCK.replace("redis.call('publish',", "redis.call('spublish',")
+assert UNLOCK_SHARDED != UNLOCK
+
 UNLOCK_MESSAGE = "0"  # LockPubSub.UNLOCK_MESSAGE
 READ_UNLOCK_MESSAGE = "1"  # LockPubSub.READ_UNLOCK_MESSAGE: releases every waiter
 
@@ -99,11 +116,12 @@ def prefix_name(prefix, name):
 
 
 class RLock:
-    def __init__(self, conn, name, lease_ms):
+    def __init__(self, conn, name, lease_ms, cluster=False):
         self.conn = conn
         self.name = name
         self.channel = prefix_name("redisson_lock__channel", name)
         self.lease_ms = lease_ms
+        self.cluster = cluster
         # RedissonBaseLock.getLockName(threadId): <connection manager uuid>:<thread id>
         self.owner = str(uuid.uuid4()) + ":" + str(threading.get_ident())
 
@@ -111,8 +129,15 @@ class RLock:
         """None when acquired, else the lock's PTTL in ms."""
         return self.conn.eval(TRY_LOCK, 1, self.name, self.lease_ms, self.owner)
 
+    def new_pubsub(self):
+        """A pub/sub connection for waits: redis-py's, or sharded on a cluster."""
+        if self.cluster:
+            return ShardedPubSub(self.conn)
+        return self.conn.pubsub(ignore_subscribe_messages=False)
+
     def unlock(self):
-        result = self.conn.eval(UNLOCK, 2, self.name, self.channel, UNLOCK_MESSAGE,
+        script = UNLOCK_SHARDED if self.cluster else UNLOCK
+        result = self.conn.eval(script, 2, self.name, self.channel, UNLOCK_MESSAGE,
                                 self.lease_ms, self.owner)
         if result is None:
             die(3, "unlock: not locked by this owner (" + self.owner + ")")
@@ -132,7 +157,7 @@ class RLock:
             return True
         own = pubsub is None
         if own:
-            pubsub = self.conn.pubsub(ignore_subscribe_messages=False)
+            pubsub = self.new_pubsub()
         try:
             pubsub.subscribe(self.channel)
             # syncSubscription: wait for the server's confirmation. Anything before it (the
@@ -192,7 +217,7 @@ class RLock:
 def loop(lock, hold_ms, pause_ms, duration_s, log_path):
     """lock(), hold, unlock() until duration_s passed; prints the counts (see the usage)."""
     # Redisson keeps its pub/sub connections; one for this process's waits.
-    pubsub = lock.conn.pubsub(ignore_subscribe_messages=False)
+    pubsub = lock.new_pubsub()
     stats = {"wakes": 0, "wake_wins": 0, "ttl_expiries": 0, "bad_messages": 0,
              "max_wake_to_attempt_us": 0}
     holds = []
@@ -231,6 +256,7 @@ def main(argv):
     pause_ms = 0.0
     duration_s = 6.0
     log_path = None
+    cluster = False
     args = []
     rest = list(argv[1:])
     while rest:
@@ -240,6 +266,9 @@ def main(argv):
             continue
         if opt == "--stamp":
             stamp = True
+            continue
+        if opt == "--cluster":
+            cluster = True
             continue
         if not rest:
             die(2, "missing value for " + opt)
@@ -260,8 +289,11 @@ def main(argv):
     if len(args) != 3 or args[0] not in ("hold", "acquire_wait", "loop"):
         die(2, "usage: redisson_client.py [options] (hold|acquire_wait|loop) URL NAME")
     mode, url, name = args
-    conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
-    lock = RLock(conn, name, lease_ms)
+    if url.startswith(CLUSTER_SCHEME) or cluster:
+        lock = RLock(connect_cluster(url), name, lease_ms, cluster=True)
+    else:
+        conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
+        lock = RLock(conn, name, lease_ms)
 
     if mode == "loop":
         return loop(lock, hold_ms, pause_ms, duration_s, log_path)
@@ -290,3 +322,5 @@ if __name__ == "__main__":
         sys.exit(main(sys.argv))
     except redis.RedisError as e:
         die(3, "redis error: " + str(e))
+    except OSError as e:  # the sharded subscription's own socket
+        die(3, "connection error: " + str(e))

@@ -94,6 +94,34 @@ TEST(subscriber, shares_a_channel_and_unsubscribes_after_the_last_listener) {
   EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, ch) == 0; }, 5s));
 }
 
+TEST(subscriber, a_batch_of_channels_is_one_subscribe_and_one_unsubscribe) {
+  dlock::test::redis_server srv;
+  dlock::client c{config_for(srv)};
+  auto& sub = dlock::detail::client_access::impl(c).subscriber();
+  dlock::test::recorder<seen> rec;
+  std::vector<std::string> chs;
+  dlock::transport::subscriber::listeners batch;
+  for (int i = 0; i < 3; ++i) {
+    chs.push_back(dlock::test::unique_name("batch"));
+    batch.emplace_back(chs.back(), record_into(rec));
+  }
+  const auto ids = sub.listen(std::move(batch));
+  ASSERT_EQ(ids.size(), 3u);
+  ASSERT_TRUE(
+      rec.wait_for(5s, [](auto& v) { return count_of(pubsub_event::type::subscribed)(v) == 3; }));
+  const auto items = rec.items();
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(items[i].channel, chs[i]) << "in order";
+  EXPECT_EQ(dlock::test::command_stat(srv, "subscribe"), 1);
+  for (auto& ch : chs) srv.command({"PUBLISH", ch, "m"});
+  EXPECT_TRUE(rec.wait_for(
+      5s, [](auto& v) { return count_of(pubsub_event::type::message, {}, "m")(v) == 3; }));
+  sub.unlisten(ids);
+  for (auto& ch : chs) {
+    EXPECT_TRUE(dlock::test::wait_until([&] { return numsub(srv, ch) == 0; }, 5s)) << ch;
+  }
+  EXPECT_EQ(dlock::test::command_stat(srv, "unsubscribe"), 1);
+}
+
 TEST(subscriber, pattern_listeners_receive_matching_channels) {
   dlock::test::redis_server srv;
   dlock::client c{config_for(srv)};

@@ -50,22 +50,31 @@ struct fake_waiter : waiter {
 
 // Records (un)subscriptions and keeps each live subscription's listener.
 struct fixture : testing::Test {
-  std::vector<std::string> subscribed;  // channel of each subscribe call, in order
-  std::vector<listener_id> ids;         // the id each subscribe call returned
+  std::vector<std::string> subscribed;  // every channel subscribed, in order
+  std::vector<listener_id> ids;         // the id each channel got
   std::vector<listener_id> unsubscribed;
+  int subscribe_calls = 0, unsubscribe_calls = 0;  // each is one command on the wire
   std::map<listener_id, std::pair<std::string, pubsub_listener>> live;
   listener_id next_id = 100;
   std::vector<std::error_code> refusals;  // the refused callback's calls
-  waiter_registry reg{[this](const std::string& channel, pubsub_listener fn) {
-                        const listener_id id = next_id++;
-                        subscribed.push_back(channel);
-                        ids.push_back(id);
-                        live.emplace(id, std::pair{channel, std::move(fn)});
-                        return id;
+  waiter_registry reg{[this](waiter_registry::channel_listeners channels) {
+                        ++subscribe_calls;
+                        std::vector<listener_id> out;
+                        for (auto& [channel, fn] : channels) {
+                          const listener_id id = next_id++;
+                          subscribed.push_back(channel);
+                          ids.push_back(id);
+                          out.push_back(id);
+                          live.emplace(id, std::pair{channel, std::move(fn)});
+                        }
+                        return out;
                       },
-                      [this](listener_id id) {
-                        unsubscribed.push_back(id);
-                        live.erase(id);
+                      [this](std::vector<listener_id> gone) {
+                        ++unsubscribe_calls;
+                        for (auto id : gone) {
+                          unsubscribed.push_back(id);
+                          live.erase(id);
+                        }
                       },
                       [this](std::error_code ec) { refusals.push_back(ec); }, client};
 
@@ -93,11 +102,12 @@ TEST_F(waiters, the_channel_names_are_the_keys_ones) {
   EXPECT_EQ(dlock::keys::lock_channel(name), redisson_ch);
 }
 
-TEST_F(waiters, the_first_waiter_subscribes_three_channels_redissons_last) {
+TEST_F(waiters, the_first_waiter_subscribes_three_channels_in_one_command_redissons_last) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
   EXPECT_EQ(reg.names(), 0u);
   EXPECT_FALSE(reg.add(name, &a));
   EXPECT_EQ(subscribed, (std::vector<std::string>{waiter_ch, dlock_ch, redisson_ch}));
+  EXPECT_EQ(subscribe_calls, 1);
   EXPECT_EQ(reg.names(), 1u);
   EXPECT_FALSE(reg.add(name, &b));
   EXPECT_EQ(subscribed.size(), 3u) << "the second waiter subscribes nothing";
@@ -105,7 +115,7 @@ TEST_F(waiters, the_first_waiter_subscribes_three_channels_redissons_last) {
   EXPECT_TRUE(unsubscribed.empty());
 }
 
-TEST_F(waiters, the_last_waiter_to_leave_unsubscribes_all_three) {
+TEST_F(waiters, the_last_waiter_to_leave_unsubscribes_all_three_in_one_command) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
   reg.add(name, &a);
   reg.add(name, &b);
@@ -118,9 +128,11 @@ TEST_F(waiters, the_last_waiter_to_leave_unsubscribes_all_three) {
   EXPECT_TRUE(live.empty());
   EXPECT_EQ(reg.waiters(name), 0u);
   EXPECT_EQ(reg.names(), 0u);
+  EXPECT_EQ(unsubscribe_calls, 1);
   reg.remove(name, &b);  // again: nothing
   reg.remove("other", &b);
   EXPECT_EQ(unsubscribed.size(), 3u);
+  EXPECT_EQ(unsubscribe_calls, 1);
   // A later waiter subscribes again.
   reg.add(name, &a);
   EXPECT_EQ(subscribed.size(), 6u);

@@ -1,8 +1,9 @@
 -- Delete a lock whoever holds it and wake the waiters' processes (Redisson RLock.forceUnlock).
--- KEYS[1] lock hash; ARGV[1] Redisson's channel of the lock.
+-- KEYS[1] lock hash; ARGV[1] Redisson's channel of the lock, ARGV[2] '1' in a Redis Cluster
+-- (SPUBLISH, as mutex_release.lua).
 -- Returns 1 if the lock existed, 0 if it was free.
 if redis.call('del', KEYS[1]) == 1 then
-  redis.pcall('publish', ARGV[1], '0')
+  redis.pcall(ARGV[2] == '1' and 'spublish' or 'publish', ARGV[1], '0')
   return 1
 end
 return 0

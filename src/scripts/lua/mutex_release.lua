@@ -5,7 +5,8 @@
 -- (keys::dlock_channel; a client's waiter channel is it plus ':' and the client id), ARGV[3]
 -- owner field, ARGV[4] the hold count the caller has now, ARGV[5] lease ms (set again when holds
 -- remain), ARGV[6] a waiter ticket that leaves the queue ('': none), ARGV[7] how long a free lock
--- is left to Redisson's waiters (ms).
+-- is left to Redisson's waiters (ms), ARGV[8] '1' in a Redis Cluster: the channels are shard
+-- channels (SPUBLISH, PUBSUB SHARDNUMSUB), as Redisson's on Redis >= 7 clusters.
 -- A waiter that gives up sends its expected count plus one and its ticket: an acquisition that
 -- was applied, or handed to it, is released, and it leaves the queue.
 -- Returns nil when the owner does not hold the count the caller expects (nothing changes), 0
@@ -36,10 +37,12 @@ if have > 1 then
 end
 -- The last hold: DEL (over maxmemory with noeviction Redis refuses writes but DEL).
 redis.call('del', KEYS[1])
-local counts = redis.call('pubsub', 'numsub', ARGV[1], ARGV[2])
+local publish, numsub = 'publish', 'numsub'
+if ARGV[8] == '1' then publish, numsub = 'spublish', 'shardnumsub' end
+local counts = redis.call('pubsub', numsub, ARGV[1], ARGV[2])
 if counts[2] > counts[4] then
   redis.pcall('set', KEYS[4], '1', 'PX', ARGV[7])
-  redis.pcall('publish', ARGV[2], 'y')
+  redis.pcall(publish, ARGV[2], 'y')
 else
   local now, now_ms
   for _ = 1, 16 do  -- bounded: a pile of dead waiters is cleared over several releases
@@ -69,8 +72,8 @@ else
         -- subscribers, which would make a dead waiter look alive).
         -- A PUBLISH refused (no right to the channel) undoes the hand-off as well.
         local channel = ARGV[2] .. ':' .. id
-        if redis.call('pubsub', 'numsub', channel)[2] > 0 and
-           type(redis.pcall('publish', channel, ticket)) == 'number' then
+        if redis.call('pubsub', numsub, channel)[2] > 0 and
+           type(redis.pcall(publish, channel, ticket)) == 'number' then
           return 1
         end
       end
@@ -79,5 +82,5 @@ else
     end
   end
 end
-redis.pcall('publish', ARGV[1], '0')
+redis.pcall(publish, ARGV[1], '0')
 return 1
