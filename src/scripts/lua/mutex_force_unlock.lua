@@ -3,7 +3,11 @@
 -- (SPUBLISH, as mutex_release.lua).
 -- Returns 1 if the lock existed, 0 if it was free.
 if redis.call('del', KEYS[1]) == 1 then
-  redis.pcall(ARGV[2] == '1' and 'spublish' or 'publish', ARGV[1], '0')
+  if ARGV[2] == '1' then
+    redis.pcall('spublish', ARGV[1], '0')
+  else
+    redis.pcall('publish', ARGV[1], '0')
+  end
   return 1
 end
 return 0

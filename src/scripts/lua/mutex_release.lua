@@ -37,12 +37,19 @@ if have > 1 then
 end
 -- The last hold: DEL (over maxmemory with noeviction Redis refuses writes but DEL).
 redis.call('del', KEYS[1])
-local publish, numsub = 'publish', 'numsub'
-if ARGV[8] == '1' then publish, numsub = 'spublish', 'shardnumsub' end
-local counts = redis.call('pubsub', numsub, ARGV[1], ARGV[2])
+local sharded = ARGV[8] == '1'
+local function publish(channel, message)
+  if sharded then return redis.pcall('spublish', channel, message) end
+  return redis.pcall('publish', channel, message)
+end
+local function subscribers(...)
+  if sharded then return redis.call('pubsub', 'shardnumsub', ...) end
+  return redis.call('pubsub', 'numsub', ...)
+end
+local counts = subscribers(ARGV[1], ARGV[2])
 if counts[2] > counts[4] then
   redis.pcall('set', KEYS[4], '1', 'PX', ARGV[7])
-  redis.pcall(publish, ARGV[2], 'y')
+  publish(ARGV[2], 'y')
 else
   local now, now_ms
   for _ = 1, 16 do  -- bounded: a pile of dead waiters is cleared over several releases
@@ -72,8 +79,7 @@ else
         -- subscribers, which would make a dead waiter look alive).
         -- A PUBLISH refused (no right to the channel) undoes the hand-off as well.
         local channel = ARGV[2] .. ':' .. id
-        if redis.call('pubsub', numsub, channel)[2] > 0 and
-           type(redis.pcall(publish, channel, ticket)) == 'number' then
+        if subscribers(channel)[2] > 0 and type(publish(channel, ticket)) == 'number' then
           return 1
         end
       end
@@ -82,5 +88,5 @@ else
     end
   end
 end
-redis.pcall(publish, ARGV[1], '0')
+publish(ARGV[1], '0')
 return 1
