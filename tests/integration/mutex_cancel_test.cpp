@@ -188,14 +188,13 @@ TEST(mutex_cancel, names_whose_keys_cannot_share_its_slot_are_refused) {
     EXPECT_EQ(ec, errc::invalid_argument);
     EXPECT_FALSE(m.try_lock(ec));
     EXPECT_EQ(ec, errc::invalid_argument);
-    auto f = m.async_lock(asio::use_future);
+    // The code itself, not an exception through a future: the refusal completes on another
+    // thread, and libstdc++'s exception_ptr count is invisible to ThreadSanitizer.
+    std::promise<std::error_code> code;
+    m.async_lock([&code](std::error_code e, dlock::lease) { code.set_value(e); });
+    auto f = code.get_future();
     ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
-    try {
-      f.get();
-      ADD_FAILURE() << "expected errc::invalid_argument";
-    } catch (const std::system_error& e) {
-      EXPECT_EQ(e.code(), errc::invalid_argument);
-    }
+    EXPECT_EQ(f.get(), errc::invalid_argument);
   }
   EXPECT_EQ(srv.command({"DBSIZE"}), ":0") << "nothing was written";
 
