@@ -23,6 +23,7 @@
 #include "dlock/mutex.hpp"
 #include "queued_waiter.hpp"
 #include "runtime/owner.hpp"
+#include "support/async_code.hpp"
 #include "support/redis_server.hpp"
 #include "support/tcp_proxy.hpp"
 #include "test_util.hpp"
@@ -188,11 +189,7 @@ TEST(mutex_cancel, names_whose_keys_cannot_share_its_slot_are_refused) {
     EXPECT_EQ(ec, errc::invalid_argument);
     EXPECT_FALSE(m.try_lock(ec));
     EXPECT_EQ(ec, errc::invalid_argument);
-    // The code itself, not an exception through a future: the refusal completes on another
-    // thread, and libstdc++'s exception_ptr count is invisible to ThreadSanitizer.
-    std::promise<std::error_code> code;
-    m.async_lock([&code](std::error_code e, dlock::lease) { code.set_value(e); });
-    auto f = code.get_future();
+    auto f = dlock::test::async_code([&](auto done) { m.async_lock(std::move(done)); });
     ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
     EXPECT_EQ(f.get(), errc::invalid_argument);
   }
