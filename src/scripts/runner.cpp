@@ -22,7 +22,8 @@ std::string encode_evalsha(const script& s, std::span<const std::string_view> ke
 void runner::eval(const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> argv, transport::clock::duration timeout,
                   transport::reply_handler handler) const {
-  const auto slot = keys::slot(keys.front());
+  // The slot only matters in a cluster: no CRC16 per script on a single server.
+  const auto slot = route_->cluster() ? keys::slot(keys.front()) : std::uint16_t{0};
   std::string payload = encode_evalsha(s, keys, argv);
   std::string retry = payload;
   route_->submit(slot, std::move(payload), timeout,

@@ -232,7 +232,6 @@ void router::read_map(std::shared_ptr<std::vector<endpoint>> candidates, std::si
         }
         auto m = ec ? std::nullopt : slot_map::from_shards(r, asked, self->cfg_.tls.enabled, why);
         if (!m || m->unserved() == slot_count) return self->read_map(candidates, at + 1);
-        ++self->refreshes_;
         self->adopt(std::move(*m));
         self->release_waiting();
         self->refreshing_ = false;

@@ -43,6 +43,7 @@ class router : public std::enable_shared_from_this<router> {
   // A node refused cluster mode for good (errc::unsupported_server; the server's error text).
   void when_refused(std::function<void(const std::string&)> fn) { on_refused_ = std::move(fn); }
 
+  bool cluster() const noexcept { return cfg_.cluster(); }
   void start();
   void stop();  // stops every link; pending requests complete with errc::shutdown
 
@@ -66,9 +67,8 @@ class router : public std::enable_shared_from_this<router> {
   transport::connection& connection() { return *first().conn; }
   transport::subscriber& subscriber() { return *first().sub; }
 
-  // Strand only: the slot map's masters (empty on a single server) and refreshes done.
+  // Strand only: the slot map's masters (empty on a single server).
   std::vector<endpoint> masters() const;
-  std::uint64_t refreshes() const noexcept { return refreshes_; }
 
  private:
   struct node {
@@ -124,7 +124,6 @@ class router : public std::enable_shared_from_this<router> {
   asio::steady_timer periodic_;
   bool refreshing_ = false, refresh_again_ = false, stopped_ = false;
   clock::time_point last_refresh_{};
-  std::uint64_t refreshes_ = 0;
 };
 
 }  // namespace dlock::topology
