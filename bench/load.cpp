@@ -8,7 +8,7 @@
 //       async:   one client; each locker chains mutex::async_lock and lease::async_unlock by
 //                their completion handlers (on the client's I/O thread).
 //       threads: one client; each locker is a thread calling mutex::lock() and unlock().
-//       -> {"pairs", "seconds", "pairs_per_s", "errors"}
+//       -> {"pairs", "seconds", "pairs_per_s", "errors", "cpu_s" (this process's, from the start)}
 //   dlock_load w3 --url U --name N --hold-us 1000 --think-us 1000 --seconds S [--id K]
 //       One thread: try_lock_for(until the end), hold, unlock, think; until the end.
 //       -> {"id", "events": [[call, acquired, unlock_call, unlock_returned] (ns), ...], "errors"}

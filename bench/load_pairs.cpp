@@ -1,5 +1,6 @@
 // dlock_load w2 (load.cpp): lockers on distinct names, each a lock+unlock loop, chained by
 // completion handlers on one client (async) or a thread each (threads).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <asio/post.hpp>
@@ -57,6 +58,14 @@ class async_locker {
   std::promise<void> done_;
 };
 
+// CPU seconds of this process so far, every thread: the bench divides the window's by its pairs.
+double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 }  // namespace
 
 int w2(const bench::options& opt) {
@@ -68,6 +77,7 @@ int w2(const bench::options& opt) {
   std::int64_t pairs = 0, errors = 0;
   const auto t0 = bench::start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 3);
+  const double cpu0 = cpu_s();
   if (mode == "async") {
     std::vector<std::unique_ptr<async_locker>> ls;
     std::vector<std::future<void>> done;
@@ -120,6 +130,7 @@ int w2(const bench::options& opt) {
                                   .field("seconds", secs)
                                   .field("pairs_per_s", static_cast<double>(pairs) / secs)
                                   .field("errors", errors)
+                                  .field("cpu_s", cpu_s() - cpu0)
                                   .str());
   return 0;
 }

@@ -2,7 +2,12 @@
 // lock+unlock loop, each pair timed on its own.
 //
 //   dlock_bench_pair --url=redis://127.0.0.1:6379 [--iterations=20000] [--warmup=500]
-//                    [--samples-dir=DIR] [--benchmark_format=json] [--benchmark_filter=...]
+//                    [--names=A,B,...] [--samples-dir=DIR] [--benchmark_format=json]
+//                    [--benchmark_filter=...]
+//
+// --names: the pairs cycle over these names (each suffixed `:sync:<pid>` or `:async:<pid>`),
+// one pair per name in turn; on a cluster the bench gives one hash tag per master, so that the
+// loop visits every master. Without it, one name.
 //
 // Benchmarks:
 //   w1/dlock_sync   dlock::mutex lock() + unlock() from the benchmark thread (the blocking API:
@@ -16,6 +21,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <future>
 #include <memory>
@@ -32,6 +38,7 @@ struct settings {
   std::int64_t iterations = 20000;
   std::int64_t warmup = 500;
   std::string samples_dir;
+  std::vector<std::string> names;  // --names, split at commas; empty: one name
 };
 
 void report(benchmark::State& state, std::vector<double> us, const settings& s,
@@ -47,20 +54,40 @@ void report(benchmark::State& state, std::vector<double> us, const settings& s,
   state.counters["pairs"] = static_cast<double>(us.size());
 }
 
-std::string lock_name(const char* what) {
-  return std::string{"bench:w1:"} + what + ":" + std::to_string(::getpid());
+// The mutexes a W1 loop cycles over: one per --names entry, or `bench:w1:<what>:<pid>`.
+std::deque<dlock::mutex> mutexes(dlock::client& c, const settings& s, const char* what) {
+  const auto suffix = std::string{what} + ":" + std::to_string(::getpid());
+  std::deque<dlock::mutex> out;
+  if (s.names.empty()) out.emplace_back(c, "bench:w1:" + suffix);
+  for (const auto& base : s.names) out.emplace_back(c, base + ":" + suffix);
+  return out;
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  while (from < list.size()) {
+    auto comma = list.find(',', from);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > from) out.push_back(list.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
 }
 
 void dlock_sync(benchmark::State& state, const settings& s) {
   dlock::client client{dlock::config::from_uri(s.url)};
-  dlock::mutex m{client, lock_name("sync")};
+  auto ms = mutexes(client, s, "sync");
+  std::size_t turn = 0;
   for (std::int64_t i = 0; i < s.warmup; ++i) {
+    auto& m = ms[turn++ % ms.size()];
     m.lock();
     m.unlock();
   }
   std::vector<double> us;
   us.reserve(static_cast<std::size_t>(s.iterations));
   for (auto _ : state) {
+    auto& m = ms[turn++ % ms.size()];
     const auto t0 = bench::mono_ns();
     m.lock();
     m.unlock();
@@ -72,11 +99,12 @@ void dlock_sync(benchmark::State& state, const settings& s) {
   report(state, std::move(us), s, "dlock-sync.txt");
 }
 
-// A chain of lock+unlock pairs driven by completion handlers on the client's I/O thread.
+// A chain of lock+unlock pairs driven by completion handlers on the client's I/O thread, one
+// mutex after the other.
 class async_chain {
  public:
-  async_chain(dlock::mutex& m, std::int64_t pairs, std::vector<double>& us)
-      : m_{m}, left_{pairs}, us_{us} {}
+  async_chain(std::deque<dlock::mutex>& ms, std::int64_t pairs, std::vector<double>& us)
+      : ms_{ms}, left_{pairs}, us_{us} {}
 
   std::future<std::error_code> start() {
     auto f = done_.get_future();
@@ -88,7 +116,7 @@ class async_chain {
   void next() {
     if (left_ == 0) return done_.set_value({});
     t0_ = bench::mono_ns();
-    m_.async_lock([this](std::error_code ec, dlock::lease l) {
+    ms_[turn_++ % ms_.size()].async_lock([this](std::error_code ec, dlock::lease l) {
       if (ec) return done_.set_value(ec);
       lease_ = std::move(l);
       lease_.async_unlock([this](std::error_code uec) {
@@ -100,7 +128,8 @@ class async_chain {
     });
   }
 
-  dlock::mutex& m_;
+  std::deque<dlock::mutex>& ms_;
+  std::size_t turn_ = 0;
   std::int64_t left_;
   std::vector<double>& us_;
   std::int64_t t0_ = 0;
@@ -110,15 +139,15 @@ class async_chain {
 
 void dlock_async(benchmark::State& state, const settings& s) {
   dlock::client client{dlock::config::from_uri(s.url)};
-  dlock::mutex m{client, lock_name("async")};
+  auto ms = mutexes(client, s, "async");
   std::vector<double> warm, us;
   {
-    async_chain w{m, s.warmup, warm};
+    async_chain w{ms, s.warmup, warm};
     if (auto ec = w.start().get()) return state.SkipWithError(ec.message().c_str());
   }
   us.reserve(static_cast<std::size_t>(s.iterations));
   for (auto _ : state) {
-    async_chain chain{m, s.iterations, us};
+    async_chain chain{ms, s.iterations, us};
     const auto t0 = bench::mono_ns();
     if (auto ec = chain.start().get()) return state.SkipWithError(ec.message().c_str());
     state.SetIterationTime(static_cast<double>(bench::mono_ns() - t0) / 1e9 /
@@ -138,6 +167,7 @@ int main(int argc, char** argv) {
     s.iterations = opt.integer("iterations", s.iterations);
     s.warmup = opt.integer("warmup", s.warmup);
     s.samples_dir = opt.str("samples-dir");
+    s.names = split(opt.str("names"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dlock_bench_pair: %s\n", e.what());
     return 64;

@@ -14,11 +14,15 @@ of each workload in a different order in every repetition (W1 and W2 in chunks, 
 chunk by chunk). Ratios are taken within a repetition (same server, same minute) and reported as
 the median over repetitions with the min-max spread.
 
+W1 and W2 also run on a local Redis Cluster of 3 masters and 3 replicas (bench/cluster.py starts
+it, bench/cluster_bench.py sums it up), its chunks in the same rotation as the single server's.
+
 --quick: one repetition with small counts; writes the report and plots under --work unless
 --md/--plots say otherwise, and exits 1 unless every workload ran and produced numbers (their
 values are not judged).
 """
 import argparse
+import binascii
 import datetime
 import hashlib
 import json
@@ -27,12 +31,17 @@ import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import time
 
 import redis
+
+sys.dont_write_bytecode = True  # the modules below are bench/'s own: no __pycache__ in the tree
+import cluster_bench
+from cluster import CLUSTER
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -57,13 +66,9 @@ YIELD_MS = "20"  # waiter_registry::yield_window
 
 
 def crc16(data):
-    """CRC16/XMODEM, as Redis Cluster hashes keys (src/keys.cpp)."""
-    crc = 0
-    for ch in data:
-        crc ^= ch << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
+    """CRC16/XMODEM, as Redis Cluster hashes keys (src/keys.cpp): binascii's CRC-CCITT from 0,
+    in C (the cluster's W2 hashes thousands of names to spread them)."""
+    return binascii.crc_hqx(data, 0)
 
 
 def key_slot(key):
@@ -232,6 +237,7 @@ class Runner:
         if a.node_modules:
             self.node_env = dict(os.environ, NODE_PATH=os.path.abspath(a.node_modules))
         os.makedirs(os.path.join(a.work, "samples"), exist_ok=True)
+        self.cluster = cluster_bench.ClusterBench(self, sys.modules[__name__])
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -383,45 +389,50 @@ class Runner:
     # ---- W1 -----------------------------------------------------------------------------------
 
     def sample_file(self, system, rep, chunk):
-        path = os.path.join(self.a.work, "samples", "w1-%s-r%d-c%d.txt" % (system, rep, chunk))
+        path = os.path.join(self.a.work, "samples", "w1-%s-r%d-c%d.txt" % (system.replace(":", "-"), rep, chunk))
         self.rep_samples.setdefault(system, []).append(path)
         self.samples.setdefault(("w1", system), []).append(path)
         return path
 
     def w1(self, system, rep, chunk):
-        """One chunk of W1 for one system; the chunks of all systems alternate."""
+        """One chunk of W1 for one system; the chunks of all systems alternate. A system named
+        cluster:X is X on the cluster, its pairs cycling over one name per master."""
         if system == "ping":
             return self.floor_ping(rep, chunk)
         n = str(max(100, self.size["w1_n"] // self.size["w1_chunks"]))
         warm = str(self.size["w1_warmup"])
         port = str(self.a.port)
+        on, server, url, names = "", ["--port", port], self.url, []
+        if system.startswith(CLUSTER):
+            on, system = CLUSTER, system[len(CLUSTER):]
+            server, url, names = self.cluster.peer_args(), self.cluster.url(), ["--names=" + self.cluster.names]
         if system == "floor-pair":
             self.run_json([self.bin("dlock_floor_pair"), "--port", port, "--iterations", n, "--warmup", warm,
                            "--samples", self.sample_file(system, rep, chunk)], 300)
         elif system == "dlock":
-            sdir = os.path.join(self.a.work, "samples", "w1-dlock-r%d-c%d" % (rep, chunk))
+            sdir = os.path.join(self.a.work, "samples", "w1-%sdlock-r%d-c%d" % (on.replace(":", "-"), rep, chunk))
             os.makedirs(sdir, exist_ok=True)
-            doc = json.loads(self.run_json([self.bin("dlock_bench_pair"), "--url=" + self.url,
+            doc = json.loads(self.run_json([self.bin("dlock_bench_pair"), "--url=" + url,
                                             "--iterations=" + n, "--warmup=" + warm, "--samples-dir=" + sdir,
-                                            "--benchmark_format=json"], 300))
-            names = set()
+                                            "--benchmark_format=json"] + names, 300))
+            found = set()
             for b in doc["benchmarks"]:
                 name = "dlock-sync" if b["name"].startswith("w1/dlock_sync") else "dlock-async"
                 if b.get("error_occurred"):
                     raise BenchError("%s: %s" % (b["name"], b.get("error_message")))
-                names.add(name)
+                found.add(name)
                 path = os.path.join(sdir, name + ".txt")
-                self.rep_samples.setdefault(name, []).append(path)
-                self.samples.setdefault(("w1", name), []).append(path)
-            if names != {"dlock-sync", "dlock-async"}:
-                raise BenchError("dlock_bench_pair ran %s" % sorted(names))
+                self.rep_samples.setdefault(on + name, []).append(path)
+                self.samples.setdefault(("w1", on + name), []).append(path)
+            if found != {"dlock-sync", "dlock-async"}:
+                raise BenchError("dlock_bench_pair ran %s" % sorted(found))
         elif system == "redis-py":
-            self.run_json([PY, os.path.join(HERE, "peers", "redis_py_peer.py"), "w1", "--port", port,
-                           "--iterations", n, "--warmup", warm, "--samples", self.sample_file(system, rep, chunk)],
+            self.run_json([PY, os.path.join(HERE, "peers", "redis_py_peer.py"), "w1"] + server + names +
+                          ["--iterations", n, "--warmup", warm, "--samples", self.sample_file(on + system, rep, chunk)],
                           300)
         elif system == "node-redlock":
-            self.run_json(["node", os.path.join(HERE, "peers", "redlock_peer.js"), "w1", "--port", port,
-                           "--iterations", n, "--warmup", warm, "--samples", self.sample_file(system, rep, chunk)],
+            self.run_json(["node", os.path.join(HERE, "peers", "redlock_peer.js"), "w1"] + server + names +
+                          ["--iterations", n, "--warmup", warm, "--samples", self.sample_file(on + system, rep, chunk)],
                           300, env=self.node_env)
 
     def w1_finish(self, rep):
@@ -436,6 +447,8 @@ class Runner:
         self.cur["rtt_us"] = mbulk
         stats = {}
         for system, paths in self.rep_samples.items():
+            if system.startswith(CLUSTER):
+                continue  # the cluster's (cluster_bench.py)
             v = read_samples(paths)
             if v:
                 stats[system] = (pct(v, 0.5), pct(v, 0.99), statistics.mean(v))
@@ -455,23 +468,28 @@ class Runner:
 
     def w2_cmd(self, system, seconds, start_at, prefix):
         common = ["--seconds", str(seconds), "--start-at", str(start_at), "--prefix", prefix]
+        server, url = ["--port", str(self.a.port)], self.url
+        if system.startswith(CLUSTER):
+            system, server, url = system[len(CLUSTER):], self.cluster.peer_args(), self.cluster.url()
         if system in ("dlock-async", "dlock-threads"):
-            return [self.bin("dlock_load"), "w2", "--url", self.url, "--lockers", "50", "--mode",
+            return [self.bin("dlock_load"), "w2", "--url", url, "--lockers", "50", "--mode",
                     system.split("-")[1]] + common
         if system == "redis-py":
-            return [PY, os.path.join(HERE, "peers", "redis_py_peer.py"), "w2", "--port", str(self.a.port),
-                    "--lockers", "50"] + common
-        return ["node", os.path.join(HERE, "peers", "redlock_peer.js"), "w2", "--port", str(self.a.port),
-                "--lockers", "50"] + common
+            return [PY, os.path.join(HERE, "peers", "redis_py_peer.py"), "w2"] + server + ["--lockers", "50"] + common
+        return ["node", os.path.join(HERE, "peers", "redlock_peer.js"), "w2"] + server + ["--lockers", "50"] + common
 
     def w2(self, system, procs, rep, chunk):
         """One chunk of W2 for one system: w2_s / w2_chunks seconds; the repetition's pairs/s is
         the chunks' pairs over their seconds (w2_finish)."""
         seconds = self.size["w2_s"] / self.size["w2_chunks"]
+        prefixes = ["bench:w2:%s:r%d:c%d:p%d" % (system.replace(":", "-"), rep, chunk, i) for i in range(procs)]
+        if system.startswith(CLUSTER):  # each master serves a third of every process's names
+            prefixes = [self.cluster.spread(p, 50) for p in prefixes]
         at = self.start_at()
-        cmds = [self.w2_cmd(system, seconds, at, "bench:w2:%s:r%d:c%d:p%d" % (system, rep, chunk, i))
-                for i in range(procs)]
-        outs = self.run_group(cmds, seconds + 60, env=self.node_env if system == "node-redlock" else None)
+        cmds = [self.w2_cmd(system, seconds, at, p) for p in prefixes]
+        servers = self.cluster.server_cpu_s(system)
+        outs = self.run_group(cmds, seconds + 60, env=self.node_env if system.endswith("node-redlock") else None)
+        self.cluster.add_cpu(system, procs, servers, outs)
         acc = self.cur.setdefault("w2", {}).setdefault((system, procs), [0, 0.0, 0])
         acc[0] += sum(o["pairs"] for o in outs)
         acc[1] += max(o["seconds"] for o in outs)
@@ -483,7 +501,7 @@ class Runner:
         key = "%dx50" % procs
         rates = {}
         for (system, p), (pairs, secs, errors) in self.cur.get("w2", {}).items():
-            if p != procs or secs <= 0:
+            if p != procs or secs <= 0 or system.startswith(CLUSTER):
                 continue
             rates[system] = pairs / secs
             self.res.put("w2", system, key + "_pairs_per_s", pairs / secs)
@@ -746,8 +764,9 @@ class Runner:
 
     def run(self):
         reps = self.size["reps"]
-        w1_systems = ["ping", "floor-pair", "dlock"] + self.peers()
-        w2_systems = ["dlock-async", "dlock-threads"] + self.peers()
+        self.step("cluster: start 3 masters + 3 replicas", self.cluster.start)
+        w1_systems = ["ping", "floor-pair", "dlock"] + self.peers() + self.cluster.w1_systems()
+        w2_systems = ["dlock-async", "dlock-threads"] + self.peers() + self.cluster.w2_systems()
         w3_systems = ["floor-w3", "dlock"] + self.peers()
         self.load_avg = os.getloadavg()
         self.load_avgs = []
@@ -762,6 +781,8 @@ class Runner:
                 for s in rot(w1_systems, chunk):
                     self.step("W1 %s (chunk %d)" % (s, chunk + 1), self.w1, s, rep, chunk)
             self.step("W1 statistics", self.w1_finish, rep)
+            if self.cluster.up():
+                self.step("W1 cluster statistics", self.cluster.w1_finish, rep)
             self.step("floor: -c 50 -P 1 scripts", self.floor_c50, rep)
             # W2 in chunks too, the systems' order turning chunk by chunk (as W1's).
             for procs in (1, 4):
@@ -770,6 +791,8 @@ class Runner:
                         self.step("W2 %dx50 %s (chunk %d)" % (procs, s, chunk + 1),
                                   self.w2, s, procs, rep, chunk)
                 self.step("W2 %dx50 statistics" % procs, self.w2_finish, procs, rep)
+                if self.cluster.up():
+                    self.step("W2 %dx50 cluster statistics" % procs, self.cluster.w2_finish, procs, rep)
             self.step("floor: PING after a 1 ms hold", self.floor_idle_ping, rep)
             # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
             for s in rot(w3_systems[:2]) + rot(w3_systems[2:]):
@@ -979,6 +1002,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "w6", "dlock", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
     row("W6", "same with `fencing=off` (no fencing counter)",
         "w6", "dlock-nofence", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
+    runner.cluster.target_rows(row)
     add("## Targets")
     add("")
     add("| | measure | dlock | target | |")
@@ -1201,6 +1225,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
             cell(res, "w6", "dlock", "release_s")))
     add("")
 
+    runner.cluster.section(add, size, m.get("nproc"))
+
     # ---- findings
     if findings_path and os.path.exists(findings_path):
         with open(findings_path) as f:
@@ -1258,7 +1284,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "loopback port in a temporary directory, runs `bench/run.py` and stops the server. The pieces: "
         "`bench/floor_pair.cpp` (the floor pair), `bench/pair_bench.cpp` (W1, Google Benchmark), "
         "`bench/load.cpp` and `bench/load_*.cpp` (`dlock_load`, W2–W6), `bench/peers/` (redis-py "
-        "and node-redlock), `bench/run.py` (the sitting, this report and the plots), "
+        "and node-redlock), `bench/run.py` (the sitting, this report and the plots), `bench/cluster.py` "
+        "(the 3+3 cluster) and `bench/cluster_bench.py` (its rows and section), "
         "`bench/findings.md` (the analysis below the tables).")
     add("")
     with open(md_path, "w") as f:
@@ -1413,6 +1440,9 @@ def check(runner):
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor",
                 "1x50_vs_best_peer", "4x50_vs_best_peer"}
+    cluster_wants = runner.cluster.wants()
+    want += cluster_wants
+    positive |= {m for _, _, m in cluster_wants}
     problems = ["step failed: " + e for e in res.errors] + problems_extra
     for w, s, m in want:
         vals = res.get(w, s, m)
@@ -1448,7 +1478,12 @@ def main():
     slack = set_timer_slack(TIMER_SLACK_NS)
     runner = Runner(a)
     runner.timer_slack = slack
-    runner.run()
+    # The cluster's servers are this process's children: SIGTERM must reach the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        runner.run()
+    finally:
+        runner.cluster.stop()
     elapsed = time.monotonic() - t0
     base = a.work if a.quick else os.path.join(ROOT, "docs")
     md = os.path.abspath(a.md or os.path.join(base, "benchmarks.md"))

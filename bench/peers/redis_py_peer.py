@@ -4,10 +4,14 @@
 Same workloads and JSON output as dlock's drivers (bench/pair_bench.cpp, bench/load.cpp), so
 bench/run.py treats every system alike. Run with Debian's /usr/bin/python3.
 
-  redis_py_peer.py w1 --port P [--iterations 20000] [--warmup 500] [--samples FILE]
+  redis_py_peer.py w1 --port P [--iterations 20000] [--warmup 500] [--samples FILE] [--names A,B]
   redis_py_peer.py w2 --port P --lockers 50 --seconds S [--start-at NS] [--prefix P]
   redis_py_peer.py w3 --port P --name N --hold-us 1000 --think-us 1000 --seconds S
                       [--start-at NS] [--id K] [--poll 0.001]
+
+--cluster H:P,H:P,... runs on a Redis Cluster (redis.cluster.RedisCluster, those nodes as seeds)
+instead of the server at --port. --names: W1's pairs cycle over these names (each suffixed with
+the pid), one pair per name in turn; on a cluster the bench gives one hash tag per master.
 
 Locks are taken with a 30 s timeout (the lease; dlock's watchdog lease is 30 s too). A waiting
 acquire() polls every --poll seconds (redis-py's default is 0.1 s; the bench passes 1 ms, the
@@ -60,17 +64,24 @@ def percentile(sorted_values, q):
 
 
 def client(a):
+    if a.cluster:
+        from redis.cluster import ClusterNode, RedisCluster
+        seeds = [ClusterNode(h, int(p)) for h, p in (s.rsplit(":", 1) for s in a.cluster.split(","))]
+        return RedisCluster(startup_nodes=seeds)
     return redis.Redis(host=a.host, port=a.port)
 
 
 def w1(a):
     r = client(a)
-    lock = r.lock("bench:w1:redispy:%d" % os.getpid(), timeout=30)
-    for _ in range(a.warmup):
+    bases = [n for n in a.names.split(",") if n] or ["bench:w1:redispy"]
+    locks = [r.lock("%s:%d" % (b, os.getpid()), timeout=30) for b in bases]
+    for i in range(a.warmup):
+        lock = locks[i % len(locks)]
         lock.acquire()
         lock.release()
     us = []
-    for _ in range(a.iterations):
+    for i in range(a.iterations):
+        lock = locks[i % len(locks)]
         t0 = time.monotonic_ns()
         if not lock.acquire():
             raise RuntimeError("acquire failed")
@@ -96,6 +107,7 @@ def w2(a):
         lk.release()
     t0 = start_line(a.start_at)
     deadline = t0 + int(a.seconds * 1e9)
+    cpu0 = time.process_time()  # every thread's
 
     def run(i):
         lk = locks[i]
@@ -114,7 +126,7 @@ def w2(a):
         t.join()
     secs = (time.monotonic_ns() - t0) / 1e9
     emit({"system": "redis-py", "lockers": a.lockers, "pairs": sum(counts), "seconds": secs,
-          "pairs_per_s": sum(counts) / secs, "errors": sum(errors)})
+          "pairs_per_s": sum(counts) / secs, "errors": sum(errors), "cpu_s": time.process_time() - cpu0})
 
 
 def w3(a):
@@ -153,7 +165,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("workload", choices=["w1", "w2", "w3"])
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--cluster", default="")
+    p.add_argument("--names", default="")
     p.add_argument("--iterations", type=int, default=20000)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--samples", default="")
@@ -167,6 +181,8 @@ def main():
     p.add_argument("--id", type=int, default=0)
     p.add_argument("--poll", type=float, default=0.001)
     a = p.parse_args()
+    if not a.port and not a.cluster:
+        p.error("--port or --cluster is required")
     {"w1": w1, "w2": w2, "w3": w3}[a.workload](a)
 
 

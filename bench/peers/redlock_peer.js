@@ -6,9 +6,15 @@
 // NODE_PATH=build/bench-node/node_modules.
 //
 //   node redlock_peer.js w1 --port P [--iterations 20000] [--warmup 500] [--samples FILE]
+//                           [--names A,B,...]
 //   node redlock_peer.js w2 --port P --lockers 50 --seconds S [--start-at NS] [--prefix P]
 //   node redlock_peer.js w3 --port P --name N --hold-us 1000 --think-us 1000 --seconds S
 //                           [--start-at NS] [--id K] [--poll-ms 1]
+//
+// --cluster H:P,H:P,... runs on a Redis Cluster: Redlock over one ioredis Cluster client (those
+// nodes as seeds), as redlock's README describes for a single cluster. --names: W1's pairs cycle
+// over these names (each suffixed with the pid), one pair per name in turn; on a cluster the
+// bench gives one hash tag per master.
 //
 // One Redis server (Redlock with one client: no quorum round trips to other servers). Locks
 // have a 30 s TTL. A waiting lock() retries every --poll-ms ms without limit (redlock's
@@ -66,10 +72,11 @@ function percentile(sorted, q) {
 
 async function w1(a, client) {
   const redlock = new Redlock([client], { retryCount: 0 });
-  const name = 'bench:w1:redlock:' + process.pid;
-  for (let i = 0; i < a.warmup; i++) await (await redlock.lock(name, 30000)).unlock();
+  const names = (a.names ? a.names.split(',') : ['bench:w1:redlock']).map((b) => b + ':' + process.pid);
+  for (let i = 0; i < a.warmup; i++) await (await redlock.lock(names[i % names.length], 30000)).unlock();
   const us = [];
   for (let i = 0; i < a.iterations; i++) {
+    const name = names[i % names.length];
     const t0 = now();
     const lock = await redlock.lock(name, 30000);
     await lock.unlock();
@@ -86,6 +93,7 @@ async function w2(a, client) {
   const prefix = a.prefix || 'bench:w2:redlock:' + process.pid;
   const t0 = await startLine(a.startAt);
   const deadline = t0 + BigInt(Math.round(a.seconds * 1e9));
+  const cpu0 = process.cpuUsage();
   let pairs = 0, errors = 0;
   const locker = async (i) => {
     const name = prefix + ':' + i;
@@ -101,7 +109,9 @@ async function w2(a, client) {
   };
   await Promise.all(Array.from({ length: a.lockers }, (_, i) => locker(i)));
   const secs = Number(now() - t0) / 1e9;
-  emit({ system: 'node-redlock', lockers: a.lockers, pairs, seconds: secs, pairs_per_s: pairs / secs, errors });
+  const cpu = process.cpuUsage(cpu0);
+  emit({ system: 'node-redlock', lockers: a.lockers, pairs, seconds: secs, pairs_per_s: pairs / secs, errors,
+         cpu_s: (cpu.user + cpu.system) / 1e6 });
 }
 
 async function w3(a, client) {
@@ -147,9 +157,14 @@ async function main() {
     samples: o.samples || '', lockers: Number(o.lockers || 50), seconds: Number(o.seconds || 3),
     startAt: BigInt(o['start-at'] || 0), prefix: o.prefix || '', name: o.name || 'bench:w3:redlock',
     holdUs: Number(o['hold-us'] || 1000), thinkUs: Number(o['think-us'] || 1000), id: Number(o.id || 0),
-    pollMs: Number(o['poll-ms'] || 1),
+    pollMs: Number(o['poll-ms'] || 1), names: o.names || '', cluster: o.cluster || '',
   };
-  const client = new Redis({ host: a.host, port: a.port, lazyConnect: true, maxRetriesPerRequest: 1 });
+  const client = a.cluster
+    ? new Redis.Cluster(a.cluster.split(',').map((s) => {
+      const at = s.lastIndexOf(':');
+      return { host: s.slice(0, at), port: Number(s.slice(at + 1)) };
+    }), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 } })
+    : new Redis({ host: a.host, port: a.port, lazyConnect: true, maxRetriesPerRequest: 1 });
   await client.connect();
   try {
     if (cmd === 'w1') await w1(a, client);
