@@ -7,6 +7,7 @@
 #include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/ping_nodes.hpp"
 
 namespace dlock {
 
@@ -76,6 +77,20 @@ std::chrono::microseconds client::ping() {
   auto rtt = ping(ec);
   throw_if(ec);
   return rtt;
+}
+
+std::vector<node_status> client::ping_nodes(std::error_code& ec) {
+  return detail::run_blocking<std::vector<node_status>>(
+      *impl_, ec, [&](detail::completion<std::vector<node_status>> done) {
+        detail::start_ping_nodes(*impl_, std::move(done));
+      });
+}
+
+std::vector<node_status> client::ping_nodes() {
+  std::error_code ec;
+  auto nodes = ping_nodes(ec);
+  throw_if(ec);
+  return nodes;
 }
 
 }  // namespace dlock

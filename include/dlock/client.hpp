@@ -10,9 +10,10 @@
 //   std::error_code ec;
 //   dlock::reply r = client.execute({"GET", "k"}, ec); // or the error_code form
 //   co_await client.async_execute({"INCR", "n"}, asio::use_awaitable);
+//   for (auto& node : client.ping_nodes()) ...       // every node of a cluster, and its rtt
 //
-// Thread safety: every member may be called from any thread. Sync calls (ping, execute) block
-// the calling thread; made on the client's own I/O thread they fail with errc::would_deadlock
+// Thread safety: every member may be called from any thread. Sync calls (ping, ping_nodes, execute)
+// block the calling thread; made on the client's own I/O thread they fail with errc::would_deadlock
 // instead. Async completions run on the handler's associated executor; a handler without one
 // runs on the client's I/O thread (or, once the client is shut down, on a system thread).
 // Destruction (or shutdown()) completes every pending call with errc::shutdown and joins the I/O
@@ -30,6 +31,7 @@
 #include "dlock/config.hpp"
 #include "dlock/detail/completion.hpp"
 #include "dlock/error.hpp"
+#include "dlock/node_status.hpp"
 #include "dlock/reply.hpp"
 
 namespace dlock {
@@ -77,9 +79,22 @@ class client {
   reply execute(std::vector<std::string> args);
   reply execute(std::vector<std::string> args, std::error_code& ec);
 
-  // A PING round trip; returns its duration.
+  // A PING round trip; returns its duration. In a Redis Cluster, to the master of slot 0.
   std::chrono::microseconds ping();
   std::chrono::microseconds ping(std::error_code& ec);
+
+  // A PING to every node of the deployment, for diagnostics (`dlock ping`): in a Redis Cluster
+  // to every node of the slot map, masters and replicas, listed shard by shard in slot order
+  // (node_status.hpp; the first map read is awaited if the client has made none yet); on a
+  // single server to that one. Masters the client uses are pinged on its own connections, the
+  // other nodes in parallel on connections opened for this call and closed after it. A node
+  // that does not answer is an entry with its `error`, not a failure of the call; rtt is PING's
+  // round trip on an established connection. Takes up to about the connect timeout plus the
+  // command timeout (and, waiting for the first map read, what it takes).
+  // Errors: no slot map could be read (the seeds' connection error, errc::unsupported_server);
+  // errc::shutdown, errc::would_deadlock.
+  std::vector<node_status> ping_nodes();
+  std::vector<node_status> ping_nodes(std::error_code& ec);
 
  private:
   friend struct detail::client_access;

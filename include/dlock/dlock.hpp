@@ -8,4 +8,5 @@
 #include "dlock/keys.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/mutex.hpp"
+#include "dlock/node_status.hpp"
 #include "dlock/reply.hpp"

@@ -5,10 +5,10 @@
 //
 // The lock hash, its PTTL, the fencing counter and the holder descriptions are read in one
 // script (one consistent snapshot); the number of subscribers to the unlock channel comes from
-// a separate PUBSUB NUMSUB. Holders may describe themselves (host, pid, command, acquisition
-// time) with describe_holder(); the `dlock` command does. Descriptions live in their own hash
-// (keys::holder_info), so the lock hash keeps Redisson's layout exactly, and only descriptions
-// whose owner still holds the lock are reported.
+// a separate PUBSUB NUMSUB (SHARDNUMSUB at the slot's master in a cluster). Holders may describe
+// themselves (host, pid, command, acquisition time) with describe_holder(); the `dlock` command
+// does. Descriptions live in their own hash (keys::holder_info), so the lock hash keeps Redisson's
+// layout exactly, and only descriptions whose owner still holds the lock are reported.
 #pragma once
 
 #include <chrono>

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "dlock/keys.hpp"
+#include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
 #include "runtime/client_access.hpp"
 #include "runtime/client_impl.hpp"
@@ -29,6 +30,20 @@ reply run_script(detail::client_impl& c, const std::string& name, std::error_cod
                              info, k.queue};
     c.scripts().eval(scripts::lock_inspect, ks, {}, c.cfg().command_timeout, std::move(done));
   });
+}
+
+// Waiters listen on the unlock channel: a plain channel on a single server, a shard channel at
+// the slot's master in a cluster (as Redisson's do), which only SHARDNUMSUB counts.
+std::int64_t subscribers(detail::client_impl& c, const std::string& name, std::error_code& ec) {
+  const auto channel = keys::lock_channel(name);
+  const bool cluster = c.cfg().cluster();
+  auto r = detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
+    c.submit(cluster ? keys::slot(channel) : std::uint16_t{0},
+             resp::encode_command({"PUBSUB", cluster ? "SHARDNUMSUB" : "NUMSUB", channel}),
+             std::move(done));
+  });
+  if (ec || r.elements().size() != 2) return 0;
+  return r.elements()[1].to_integer().value_or(0);
 }
 
 }  // namespace
@@ -73,9 +88,7 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
   out.queued = e[5].to_integer().value_or(0);
   out.remaining_lease = std::chrono::milliseconds{e[2].integer()};
   out.fencing_counter = static_cast<std::uint64_t>(e[3].to_integer().value_or(0));
-  auto subs = cl.execute({"PUBSUB", "NUMSUB", keys::lock_channel(name)}, ec);
-  if (ec) return out;
-  if (subs.elements().size() == 2) out.subscribers = subs.elements()[1].integer();
+  out.subscribers = subscribers(c, name, ec);
   return out;
 }
 

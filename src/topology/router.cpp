@@ -2,12 +2,24 @@
 
 #include <algorithm>
 #include <asio/post.hpp>
+#include <tuple>
 #include <utility>
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
 
 namespace dlock::topology {
+namespace {
+
+bool same_nodes(std::vector<endpoint> a, std::vector<endpoint> b) {
+  auto key = [](const endpoint& e) { return std::tie(e.host, e.port); };
+  auto less = [&](const endpoint& x, const endpoint& y) { return key(x) < key(y); };
+  std::sort(a.begin(), a.end(), less);
+  std::sort(b.begin(), b.end(), less);
+  return a == b;
+}
+
+}  // namespace
 
 // One request on its way through redirections. The payload is kept for a resend.
 struct router::request {
@@ -57,6 +69,11 @@ router::node& router::node_at(const endpoint& e) {
   auto [it, fresh] = nodes_.try_emplace({e.host, e.port});
   if (!fresh) return it->second;
   it->second = make_node(e);
+  auto down = [weak = weak_from_this(), e](std::error_code) {
+    if (auto self = weak.lock()) self->node_down(e);
+  };
+  it->second.conn->when_down(down);
+  it->second.sub->when_down(down);
   if (stopped_) {
     it->second.conn->stop();
     it->second.sub->stop();
@@ -135,7 +152,11 @@ void router::submit(std::uint16_t slot, std::string payload, clock::duration tim
 void router::send(std::shared_ptr<request> req, const endpoint& to, bool asking) {
   auto& n = node_at(to);
   const auto left = req->deadline - clock::now();
-  if (asking) n.conn->submit(resp::encode_command({"ASKING"}), left, [](std::error_code, reply) {});
+  if (asking) {
+    count_sent(to);
+    n.conn->submit(resp::encode_command({"ASKING"}), left, [](std::error_code, reply) {});
+  }
+  count_sent(to);
   n.conn->submit(req->payload, left,
                  [self = shared_from_this(), req, to](std::error_code ec, reply r) {
                    self->on_reply(std::move(req), to, ec, std::move(r));
@@ -148,6 +169,7 @@ void router::on_reply(std::shared_ptr<request> req, const endpoint& from, std::e
   const bool redirected =
       ec == errc::moved || ec == errc::ask || ec == errc::try_again || ec == errc::cluster_down;
   if (redirected) {
+    count_redirect(ec);
     const auto a = req->policy.on_error(r.str(), from, clock::now());
     if (a.moved && map_) map_->moved(a.slot, a.to);
     if (a.moved && !map_) fallback_ = a.to;
@@ -242,8 +264,13 @@ void router::read_map(std::shared_ptr<std::vector<endpoint>> candidates, std::si
 // A node the new map does not name as a master gets no new request; its links close once
 // nothing waits on them.
 void router::adopt(slot_map m) {
+  const auto before = this->masters();
   map_ = std::move(m);
+  note_demotions(before);
   const auto masters = map_->masters();
+  // A master gone or new is a failover: a hold written just before it may be missing on the new
+  // master, so every hold is checked now rather than at its next renewal.
+  if (!before.empty() && !same_nodes(before, masters) && on_reconnect_) on_reconnect_();
   if (!masters.empty()) fallback_ = masters.front();
   relocate();
   for (auto it = nodes_.begin(); it != nodes_.end();) {

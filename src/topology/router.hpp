@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "dlock/config.hpp"
@@ -32,12 +33,14 @@ class router : public std::enable_shared_from_this<router> {
   using clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds min_refresh_gap{100};
   static constexpr std::chrono::seconds periodic_refresh{10};
-  static constexpr std::chrono::seconds failed_round_pause{1};  // no candidate answered
+  static constexpr std::chrono::seconds failed_round_pause{1};     // no candidate answered
+  static constexpr std::chrono::milliseconds outage_refresh{250};  // while a master is down
 
   router(transport::executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
 
-  // Hooks (set before start()): a node's command connection is up again after its first
-  // connect; the server refused the fence of old connections for good.
+  // Hooks (set before start()): every hold needs a check — a node's command connection is up
+  // again after its first connect, or the cluster's masters changed (a failover); the server
+  // refused the fence of old connections for good.
   void on_reconnect(std::function<void()> fn);
   void when_unfenced(std::function<void(const std::string&)> fn);
   // A node refused cluster mode for good (errc::unsupported_server; the server's error text).
@@ -69,6 +72,26 @@ class router : public std::enable_shared_from_this<router> {
 
   // Strand only: the slot map's masters (empty on a single server).
   std::vector<endpoint> masters() const;
+  // Strand only (router_nodes.cpp): every node as the slot map describes it (slot_map::describe),
+  // empty before a map was read; on a single server the one node, as standalone.
+  std::vector<node_status> map_nodes() const;
+  // Strand only: the command connection kept to `e` (kept = true), else a new one with the
+  // client's settings, started and not kept (kept = false: the caller stops it).
+  std::shared_ptr<transport::connection> connection_to(const endpoint& e, bool& kept) const;
+
+  // What a cluster client sent where (strand only), so that a test can show that a node the
+  // client learnt was demoted got nothing more, and count the redirections a resharding caused.
+  struct node_traffic {
+    endpoint node;
+    std::uint64_t commands = 0;     // commands sent (ASKING included; slot map reads not)
+    clock::time_point last_sent{};  // of the last of them
+    clock::time_point demoted{};    // when a map read stopped naming it a master (else epoch)
+  };
+  struct redirect_counts {
+    std::uint64_t moved = 0, ask = 0, try_again = 0, cluster_down = 0;
+  };
+  std::vector<node_traffic> traffic() const;
+  redirect_counts redirected() const noexcept { return redirected_; }
 
  private:
   struct node {
@@ -104,6 +127,11 @@ class router : public std::enable_shared_from_this<router> {
   void listen_at(transport::listener_id id, listening& l);
   void on_event(transport::listener_id id, const transport::pubsub_event& ev);
   void relocate();
+  void count_sent(const endpoint& to);
+  void count_redirect(std::error_code ec);
+  void note_demotions(const std::vector<endpoint>& before);
+  void node_down(const endpoint& e);
+  void arm_outage();
 
   transport::executor_type strand_;
   config cfg_;
@@ -124,6 +152,10 @@ class router : public std::enable_shared_from_this<router> {
   asio::steady_timer periodic_;
   bool refreshing_ = false, refresh_again_ = false, stopped_ = false;
   clock::time_point last_refresh_{};
+  std::map<std::pair<std::string, std::uint16_t>, node_traffic> traffic_;
+  redirect_counts redirected_;
+  std::set<std::pair<std::string, std::uint16_t>> down_;  // masters whose links are down
+  bool outage_armed_ = false;
 };
 
 }  // namespace dlock::topology

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <tuple>
 
 namespace dlock::topology {
 namespace {
@@ -28,7 +29,8 @@ bool parse_port(std::string_view s, std::uint16_t& out) {
 
 struct shard_node {
   endpoint at;
-  bool master = false;
+  bool master = false;  // its role
+  bool serves = false;  // a master whose health is not `fail`: it serves the shard's slots
 };
 
 // One node of a shard; nullopt when it has no usable address or is failed.
@@ -42,7 +44,10 @@ std::optional<shard_node> read_node(const reply& n, const endpoint& asked, bool 
   if (host.empty()) host = asked.host;
   if (host == "?") return std::nullopt;  // its preferred endpoint is unknown
   shard_node out{endpoint{std::move(host), static_cast<std::uint16_t>(*p)}, false};
-  out.master = text_of(field(n, "role")) == "master" && text_of(field(n, "health")) != "failed";
+  out.master = text_of(field(n, "role")) == "master";
+  // The command's documentation says `failed`; Redis 7.0 sends `fail`.
+  const auto health = text_of(field(n, "health"));
+  out.serves = out.master && health != "fail" && health != "failed";
   return out;
 }
 
@@ -69,13 +74,12 @@ std::optional<slot_map> slot_map::from_shards(const reply& r, const endpoint& as
       return std::nullopt;
     }
     std::optional<endpoint> master;
+    const auto shard_index = m.shards_++;
     for (const auto& n : nodes->elements()) {
       auto node = read_node(n, asked, tls);
       if (!node) continue;
-      if (std::find(m.nodes_.begin(), m.nodes_.end(), node->at) == m.nodes_.end()) {
-        m.nodes_.push_back(node->at);
-      }
-      if (node->master) master = node->at;
+      m.add_member(node->at, node->master, shard_index);
+      if (node->serves) master = node->at;
     }
     const auto& s = slots->elements();
     for (std::size_t i = 0; i < s.size(); i += 2) {
@@ -106,7 +110,19 @@ const endpoint* slot_map::master(std::uint16_t slot) const noexcept {
 void slot_map::moved(std::uint16_t slot, const endpoint& to) {
   if (slot >= slot_count) return;
   owner_[slot] = index_of(to);
-  if (std::find(nodes_.begin(), nodes_.end(), to) == nodes_.end()) nodes_.push_back(to);
+  add_member(to, true, shards_++);
+}
+
+void slot_map::add_member(const endpoint& e, bool master, std::size_t shard) {
+  const auto it =
+      std::find_if(members_.begin(), members_.end(), [&](const member& m) { return m.at == e; });
+  if (it == members_.end()) members_.push_back(member{e, master, shard});
+}
+
+std::vector<endpoint> slot_map::nodes() const {
+  std::vector<endpoint> out;
+  for (const auto& m : members_) out.push_back(m.at);
+  return out;
 }
 
 std::vector<endpoint> slot_map::masters() const {
@@ -119,6 +135,56 @@ std::vector<endpoint> slot_map::masters() const {
     if (used[i]) out.push_back(masters_[i]);
   }
   return out;
+}
+
+std::vector<slot_range> slot_map::ranges_of(const endpoint& e) const {
+  std::vector<slot_range> out;
+  const auto it = std::find(masters_.begin(), masters_.end(), e);
+  if (it == masters_.end()) return out;
+  const auto index = static_cast<std::uint16_t>(it - masters_.begin() + 1);
+  for (std::size_t s = 0; s < slot_count; ++s) {
+    if (owner_[s] != index) continue;
+    const auto slot = static_cast<std::uint16_t>(s);
+    if (!out.empty() && out.back().last + 1 == slot) {
+      out.back().last = slot;
+    } else {
+      out.push_back(slot_range{slot, slot});
+    }
+  }
+  return out;
+}
+
+std::vector<node_status> slot_map::describe() const {
+  std::vector<node_status> out(members_.size());
+  // Each shard sorts by the first slot its members serve (slot_count: none), then its master.
+  std::vector<std::size_t> shard_first(shards_, slot_count);
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    out[i].address = members_[i].at;
+    out[i].slots = ranges_of(members_[i].at);
+    const bool master = members_[i].master || !out[i].slots.empty();
+    out[i].role = master ? node_role::master : node_role::replica;
+    auto& first = shard_first[members_[i].shard];
+    if (!out[i].slots.empty()) first = std::min<std::size_t>(first, out[i].slots.front().first);
+  }
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (out[i].role == node_role::master) continue;
+    for (std::size_t j = 0; j < members_.size(); ++j) {
+      if (members_[j].shard == members_[i].shard && out[j].role == node_role::master) {
+        out[i].replica_of = out[j].address;
+      }
+    }
+  }
+  std::vector<std::size_t> order(members_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](std::size_t i) {
+    return std::tuple{shard_first[members_[i].shard], members_[i].shard,
+                      out[i].role != node_role::master};
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+  std::vector<node_status> sorted;
+  for (auto i : order) sorted.push_back(std::move(out[i]));
+  return sorted;
 }
 
 std::size_t slot_map::unserved() const noexcept {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dlock/config.hpp"
+#include "dlock/node_status.hpp"
 #include "dlock/reply.hpp"
 
 namespace dlock::topology {
@@ -38,15 +39,29 @@ class slot_map {
   void moved(std::uint16_t slot, const endpoint& to);
   // Every master serving at least one slot, and every node the reply named (replicas too).
   std::vector<endpoint> masters() const;
-  const std::vector<endpoint>& nodes() const noexcept { return nodes_; }
+  std::vector<endpoint> nodes() const;
+  // Every node named, shard by shard in the order of the slots they serve, each shard's master
+  // first: a node is a master if the reply named it one or this map has it serve slots (a MOVED
+  // to a former replica), with the slots it serves here. rtt and error are left empty.
+  std::vector<node_status> describe() const;
   // Slots no master serves.
   std::size_t unserved() const noexcept;
 
  private:
+  // A node the reply named, or a MOVED did (in a shard of its own).
+  struct member {
+    endpoint at;
+    bool master = false;  // the reply's role, whatever its health
+    std::size_t shard = 0;
+  };
+
   std::uint16_t index_of(const endpoint& e);  // adds e to masters_ if new; 1-based
+  void add_member(const endpoint& e, bool master, std::size_t shard);
+  std::vector<slot_range> ranges_of(const endpoint& e) const;
 
   std::vector<endpoint> masters_;
-  std::vector<endpoint> nodes_;
+  std::vector<member> members_;
+  std::size_t shards_ = 0;
   std::array<std::uint16_t, slot_count> owner_{};  // 1-based index into masters_; 0 = none
 };
 

@@ -382,6 +382,7 @@ void link::drop(std::error_code why) {
   last_error_ = why;
   on_down(why);
   if (state_ != state::idle) return;  // on_down stopped us
+  if (down_hook_) down_hook_(why);
   retry_timer_.expires_after(backoff_.next());
   retry_timer_.async_wait([self = shared_from_this(), gen = gen_](std::error_code ec) {
     if (!ec && gen == self->gen_ && self->state_ == state::idle) self->connect();

@@ -30,6 +30,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,6 +79,9 @@ class link : public std::enable_shared_from_this<link> {
   link(const link&) = delete;
   link& operator=(const link&) = delete;
 
+  // Called on the strand after every failed connect or broken connection (set before start()):
+  // the cluster router reads the slot map again while a master it routes to is down.
+  void when_down(std::function<void(std::error_code)> fn) { down_hook_ = std::move(fn); }
   // Starts connecting (thread-safe).
   void start();
   // Closes for good: no reconnect; on_stopped() runs (thread-safe, idempotent).
@@ -156,6 +160,7 @@ class link : public std::enable_shared_from_this<link> {
   std::optional<client_identity> fence_;  // an earlier connection that may still deliver requests
   clock::time_point last_heard_{};
   std::error_code last_error_;
+  std::function<void(std::error_code)> down_hook_;
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<bool> up_{false};

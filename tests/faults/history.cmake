@@ -31,7 +31,8 @@ dlock_fault_lab_warnings(dlock_fault_checker)
 add_executable(dlock_fault_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/checker_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/fault_test.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/self_check_test.cpp)
+  ${CMAKE_CURRENT_SOURCE_DIR}/self_check_test.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/cluster_fault_test.cpp)  # Redis Cluster: failover, resharding
 target_link_libraries(dlock_fault_tests PRIVATE dlock_fault_lab dlock_internal dlock_test_support
                                                GTest::gtest_main)
 dlock_fault_lab_warnings(dlock_fault_tests)

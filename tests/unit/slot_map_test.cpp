@@ -69,16 +69,19 @@ TEST(slot_map, several_ranges_per_shard_and_unserved_slots) {
 }
 
 TEST(slot_map, a_failed_master_or_a_shard_without_master_serves_nothing) {
-  std::string why;
-  auto m = slot_map::from_shards(
-      reply::make_array(
-          {shard({0, 99}, {node("a", 1, "master", "failed"), node("b", 2, "replica")}),
-           shard({100, 199}, {node("c", 3, "replica")})}),
-      asked, false, why);
-  ASSERT_TRUE(m) << why;
-  EXPECT_EQ(m->master(0), nullptr);
-  EXPECT_EQ(m->master(150), nullptr);
-  EXPECT_TRUE(m->masters().empty());
+  for (const char* health : {"fail", "failed"}) {  // Redis 7.0 sends `fail`; its docs say `failed`
+    SCOPED_TRACE(health);
+    std::string why;
+    auto m = slot_map::from_shards(
+        reply::make_array(
+            {shard({0, 99}, {node("a", 1, "master", health), node("b", 2, "replica")}),
+             shard({100, 199}, {node("c", 3, "replica")})}),
+        asked, false, why);
+    ASSERT_TRUE(m) << why;
+    EXPECT_EQ(m->master(0), nullptr);
+    EXPECT_EQ(m->master(150), nullptr);
+    EXPECT_TRUE(m->masters().empty());
+  }
 }
 
 TEST(slot_map, an_empty_endpoint_is_the_node_asked_and_an_unknown_one_is_skipped) {
@@ -133,6 +136,55 @@ TEST(slot_map, moved_redirects_one_slot_only) {
   EXPECT_EQ(m->masters().size(), 4u);
   m->moved(16384, endpoint{"x", 1});  // out of range: ignored
   EXPECT_EQ(m->masters().size(), 4u);
+}
+
+TEST(slot_map, describes_every_node_shard_by_shard_in_slot_order) {
+  using dlock::node_role;
+  using dlock::slot_range;
+  std::string why;
+  auto m = slot_map::from_shards(three_shards(), asked, false, why);
+  ASSERT_TRUE(m) << why;
+  const auto nodes = m->describe();
+  ASSERT_EQ(nodes.size(), 6u);
+  const std::vector<std::pair<std::uint16_t, node_role>> expected = {
+      {7000, node_role::master},  {7003, node_role::replica}, {7001, node_role::master},
+      {7004, node_role::replica}, {7002, node_role::master},  {7005, node_role::replica}};
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    EXPECT_EQ(nodes[i].address.port, expected[i].first) << i;
+    EXPECT_EQ(nodes[i].role, expected[i].second) << i;
+  }
+  EXPECT_EQ(nodes[2].slots, (std::vector<slot_range>{{5461, 10922}}));
+  EXPECT_TRUE(nodes[3].slots.empty());
+  EXPECT_EQ(nodes[3].replica_of, (endpoint{"10.0.0.2", 7001})) << "its shard's master";
+  EXPECT_FALSE(nodes[0].replica_of);
+
+  // A MOVED slot leaves a hole in its old master's ranges and makes its new one (a former
+  // replica here) a master serving it.
+  m->moved(100, endpoint{"10.0.0.4", 7003});
+  const auto after = m->describe();
+  EXPECT_EQ(after[0].address.port, 7000);
+  EXPECT_EQ(after[0].slots, (std::vector<slot_range>{{0, 99}, {101, 5460}}));
+  EXPECT_EQ(after[1].address.port, 7003);
+  EXPECT_EQ(after[1].role, node_role::master);
+  EXPECT_EQ(after[1].slots, (std::vector<slot_range>{{100, 100}}));
+}
+
+TEST(slot_map, describes_a_failed_master_as_a_master_serving_nothing) {
+  std::string why;
+  auto m = slot_map::from_shards(
+      reply::make_array(
+          {shard({0, 99}, {node("b", 2, "replica"), node("a", 1, "master", "failed")}),
+           shard({100, 16383}, {node("c", 3, "master")})}),
+      asked, false, why);
+  ASSERT_TRUE(m) << why;
+  const auto nodes = m->describe();
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].address.host, "c") << "the shard serving slots comes first";
+  EXPECT_EQ(nodes[1].address.host, "a");
+  EXPECT_EQ(nodes[1].role, dlock::node_role::master);
+  EXPECT_TRUE(nodes[1].slots.empty());
+  EXPECT_EQ(nodes[2].address.host, "b");
+  EXPECT_EQ(nodes[2].replica_of, (endpoint{"a", 1}));
 }
 
 TEST(parse_redirect, moved_and_ask_with_ipv4_ipv6_and_empty_hosts) {

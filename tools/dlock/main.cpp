@@ -14,11 +14,13 @@ Examples:
   dlock status nightly-report --json
   dlock unlock --force nightly-report
   DLOCK_URL=rediss://redis.internal:6380 dlock --ca /etc/ssl/ca.pem ping
+  dlock --url redis+cluster://10.0.0.5:7000,10.0.0.6:7000 ping  # every node of a Redis Cluster
 
 Exit codes: exec: the command's (128+N if killed by signal N); 75 not acquired within --wait;
 70 the lease was lost or about to end while the command ran (it was stopped), or had too little
 time left to start it; 69 Redis unreachable, auth or TLS failure;
 64 bad usage or input; 127 command not found. status and unlock --force: 0 held, 1 free.
+ping: 0, or 69 if Redis (on a cluster, any node) cannot be reached.
 )";
 
 }  // namespace
@@ -30,7 +32,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand: `dlock exec -v ...`
   global_options g;
-  app.add_option("--url", g.url, "Redis URI (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
+  app.add_option("--url", g.url,
+                 "Redis URI: redis[s]://host:port, or redis[s]+cluster://host:port,host:port for "
+                 "a Redis Cluster (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
   app.add_option("--user", g.user, "ACL user name");
   app.add_option("--password", g.password, "password (or user:password in the URI)");
   app.add_option("--ca", g.ca, "TLS: CA bundle (PEM) to verify the server with");
@@ -61,8 +65,9 @@ int main(int argc, char** argv) {
   auto* unlock = app.add_subcommand("unlock", "release a lock whoever holds it (--force)");
   unlock->add_flag("--force", force, "required: delete the lock and wake its waiters");
   unlock->add_option("name", name, "lock name")->required();
-  auto* ping =
-      app.add_subcommand("ping", "check the connection; warn about lock-evicting policies");
+  auto* ping = app.add_subcommand("ping",
+                                  "check the connection (on a cluster, to every node); warn about "
+                                  "lock-evicting policies");
 
   try {
     app.parse(argc, argv);

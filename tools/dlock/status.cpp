@@ -1,4 +1,4 @@
-// dlock status / unlock --force / ping.
+// dlock status / unlock --force.
 #include <cstdio>
 #include <ctime>
 
@@ -122,56 +122,6 @@ int run_unlock(const global_options& g, const std::string& name, bool force) {
   }
   verbose(g, name + (was_held ? " was held; deleted and waiters woken" : " was free"));
   return was_held ? exit_held : exit_free;
-}
-
-namespace {
-// The value of `field:` in an INFO section.
-std::string info_field(const std::string& info, const std::string& field) {
-  auto at = info.find(field + ":");
-  if (at == std::string::npos) return "?";
-  at += field.size() + 1;
-  return info.substr(at, info.find_first_of("\r\n", at) - at);
-}
-}  // namespace
-
-int run_ping(const global_options& g) {
-  auto cfg = make_config(g);
-  // ping reports the policy itself (below), with its value on stdout: not twice.
-  cfg.on_warning = [](dlock::warning w, std::string_view message) {
-    if (w != dlock::warning::evicting_policy) {
-      std::fprintf(stderr, "dlock: warning: %.*s\n", static_cast<int>(message.size()),
-                   message.data());
-    }
-  };
-  dlock::client client{std::move(cfg)};
-  std::error_code ec;
-  const auto rtt = client.ping(ec);
-  if (ec) {
-    complain("ping", ec);
-    return exit_code_for(ec);
-  }
-  auto server = client.execute({"INFO", "server"}, ec).str();
-  auto replication = client.execute({"INFO", "replication"}, ec).str();
-  if (ec) {
-    complain("ping: INFO", ec);
-    return exit_code_for(ec);
-  }
-  std::printf("PONG in %lld us\nredis_version: %s\nrole: %s\n", static_cast<long long>(rtt.count()),
-              info_field(server, "redis_version").c_str(), info_field(replication, "role").c_str());
-  auto policy = client.execute({"CONFIG", "GET", "maxmemory-policy"}, ec);
-  if (ec || policy.elements().size() != 2) {
-    std::printf("maxmemory-policy: unknown (%s)\n", ec ? ec.message().c_str() : "no answer");
-    return 0;
-  }
-  const auto& p = policy.elements()[1].str();
-  std::printf("maxmemory-policy: %s\n", p.c_str());
-  if (p != "noeviction") {
-    std::fprintf(stderr,
-                 "dlock: warning: maxmemory-policy %s may evict lock keys (they have a TTL); a "
-                 "second holder could then acquire a held lock. Use noeviction.\n",
-                 p.c_str());
-  }
-  return 0;
 }
 
 }  // namespace dlock_cli
