@@ -155,6 +155,7 @@ class ClusterBench:
         for s in W2 + peers:
             out += [("cluster-w2", s, k + m) for k in ("1x50", "4x50") for m in ("_pairs_per_s", "_vs_single")]
             out += [("cluster-cpu", CLUSTER + s, k + "_master_us") for k in ("1x50", "4x50")]
+        out += [("cluster-w5", "dlock", "scripts_per_100_holds_per_period")]
         if peers:
             out += [("cluster-w1", s, "p50_vs_best_peer") for s in W1]
             out += [("cluster-w2", s, k + "_vs_best_peer") for s in W2 for k in ("1x50", "4x50")]
@@ -220,6 +221,14 @@ class ClusterBench:
         add("Best peer on the cluster, per repetition: W1 p50 %s, p99 %s; W2 1×50 %s, 4×50 %s. A ratio to the "
             "best peer below 1 is better for latency (W1), above 1 for throughput (W2)." % (
                 self.named("w1 p50"), self.named("w1 p99"), self.named("w2 1x50"), self.named("w2 4x50")))
+        add("")
+        add("W5 on the cluster (%s locks with random names, watchdog %s, 3 periods): %s renewal scripts per "
+            "100 holds per period, %s leases lost. A script may touch one slot only, so the watchdog sends "
+            "one per slot that has held locks, and %s names fall in nearly as many slots: W5's target "
+            "(≤ 1, met on one server) cannot hold on a cluster unless the names share hash tags." % (
+                fmt(res.med("w5", "dlock", "locks")), size["w5_watchdog"],
+                cell(res, "cluster-w5", "dlock", "scripts_per_100_holds_per_period", 1),
+                cell(res, "cluster-w5", "dlock", "lost", 0), fmt(res.med("w5", "dlock", "locks"))))
         add("")
         self.cpu_table(add, nproc)
         self.scaling(add, nproc)
