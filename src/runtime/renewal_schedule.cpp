@@ -27,19 +27,20 @@ std::optional<renewal_schedule::clock::time_point> renewal_schedule::due(id h) c
   return std::min(it->second.trusted_until, it->second.renew_at);
 }
 
-std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_point now,
-                                                                  clock::duration slack,
-                                                                  std::size_t max_batch, bool renew,
-                                                                  bool top_up) {
-  std::vector<std::pair<clock::time_point, id>> due;
-  for (auto& [h, e] : holds_) {
-    if (!e.in_flight && e.renew == renew && e.renew_at != clock::time_point::max() &&
-        e.renew_at <= now + slack) {
-      due.emplace_back(e.renew_at, h);
-    }
-  }
-  // Any of them is due within `slack`, but the first batch should not wait for the later ones.
-  if (due.empty() || (!top_up && std::min_element(due.begin(), due.end())->first > now)) return {};
+namespace {
+
+using due_list = std::vector<std::pair<renewal_schedule::clock::time_point, renewal_schedule::id>>;
+
+bool eligible(const renewal_schedule::entry& e, renewal_schedule::clock::time_point now,
+              renewal_schedule::clock::duration slack, bool renew) {
+  return !e.in_flight && e.renew == renew &&
+         e.renew_at != renewal_schedule::clock::time_point::max() && e.renew_at <= now + slack;
+}
+
+}  // namespace
+
+// The earliest `max_batch` of `due`, marked in flight.
+std::vector<renewal_schedule::id> renewal_schedule::claim(due_list& due, std::size_t max_batch) {
   if (due.size() > max_batch) {
     std::partial_sort(due.begin(), due.begin() + static_cast<std::ptrdiff_t>(max_batch), due.end());
     due.resize(max_batch);
@@ -53,6 +54,32 @@ std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_po
     out.push_back(h);
   }
   return out;
+}
+
+std::vector<renewal_schedule::id> renewal_schedule::take_renewals(clock::time_point now,
+                                                                  clock::duration slack,
+                                                                  std::size_t max_batch, bool renew,
+                                                                  bool top_up) {
+  due_list due;
+  for (auto& [h, e] : holds_) {
+    if (eligible(e, now, slack, renew)) due.emplace_back(e.renew_at, h);
+  }
+  // Any of them is due within `slack`, but the first batch should not wait for the later ones.
+  if (due.empty() || (!top_up && std::min_element(due.begin(), due.end())->first > now)) return {};
+  return claim(due, max_batch);
+}
+
+std::vector<renewal_schedule::id> renewal_schedule::take_renewals_of(
+    const std::vector<id>& candidates, clock::time_point now, clock::duration slack,
+    std::size_t max_batch, bool renew) {
+  due_list due;
+  for (auto h : candidates) {
+    auto it = holds_.find(h);
+    if (it != holds_.end() && eligible(it->second, now, slack, renew)) {
+      due.emplace_back(it->second.renew_at, h);
+    }
+  }
+  return claim(due, max_batch);
 }
 
 void renewal_schedule::confirmed(id h, clock::time_point sent) {

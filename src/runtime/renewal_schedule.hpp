@@ -49,6 +49,12 @@ class renewal_schedule {
   // `renew`: watchdog holds (else holds with an explicit lease, to check).
   std::vector<id> take_renewals(clock::time_point now, clock::duration slack, std::size_t max_batch,
                                 bool renew, bool top_up = false);
+  // Of `candidates`, those take_renewals would give with `top_up` (due within `slack`, not in
+  // flight, of the `renew` kind), at most `max_batch`, earliest first; marked in flight. For a
+  // cluster's watchdog: the holds of a slot that a script renews anyway join it, so that one
+  // slot's holds converge into one script per period as holds do into full batches.
+  std::vector<id> take_renewals_of(const std::vector<id>& candidates, clock::time_point now,
+                                   clock::duration slack, std::size_t max_batch, bool renew);
   // A request sent at `sent` set the hold's lease again (a renewal, a re-entry, a partial
   // release): trusted from `sent`.
   void confirmed(id h, clock::time_point sent);
@@ -81,6 +87,8 @@ class renewal_schedule {
   void restore(id h, const entry& e);
 
  private:
+  std::vector<id> claim(std::vector<std::pair<clock::time_point, id>>& due, std::size_t max_batch);
+
   std::unordered_map<id, entry> holds_;
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/watchdog.hpp"
 
 #include <map>
+#include <vector>
 
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
@@ -26,6 +27,7 @@ void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent)
   if (stopped_) return;
   schedule_.add(h->id, sent, h->lease, h->watchdog);
   holds_[h->id] = h;
+  index(*h);
   publish(*h);
   arm_by(*schedule_.due(h->id));
 }
@@ -49,6 +51,7 @@ std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
   auto saved = schedule_.snapshot(h.id);
   schedule_.remove(h.id);
   holds_.erase(h.id);
+  unindex(h);
   return saved;
 }
 
@@ -56,6 +59,7 @@ void watchdog::restore(const std::shared_ptr<hold_state>& h, const renewal_sched
   if (stopped_ || h->lost) return;
   schedule_.restore(h->id, e);
   holds_[h->id] = h;
+  index(*h);
   publish(*h);
   arm_by(*schedule_.due(h->id));
 }
@@ -118,7 +122,7 @@ void watchdog::send_due(clock::time_point now, bool renew) {
           schedule_.take_renewals(now, watchdog_lease_ / 3, max_batch - batch.size(), renew, true);
       batch.insert(batch.end(), more.begin(), more.end());
     }
-    send(batch, renew);
+    send(batch, renew, now);
     if (last) break;
   }
 }
@@ -136,12 +140,34 @@ void watchdog::check_all() {
   if (!batch.empty()) send(batch, false);
 }
 
-// In a cluster one script covers one slot: the batch goes as one script per slot in it.
-void watchdog::send(const std::vector<renewal_schedule::id>& batch, bool renew) {
+// In a cluster one script covers one slot: the batch goes as one script per slot in it, each
+// topped up (when `top_up_at` is given) with the slot's other holds due within a period.
+void watchdog::send(const std::vector<renewal_schedule::id>& batch, bool renew,
+                    std::optional<clock::time_point> top_up_at) {
   if (!per_slot_) return send_group(batch, renew);
   std::map<std::uint16_t, std::vector<renewal_schedule::id>> by_slot;
   for (auto id : batch) by_slot[keys::slot(holds_.at(id)->name)].push_back(id);
-  for (const auto& [slot, group] : by_slot) send_group(group, renew);
+  for (auto& [slot, group] : by_slot) {
+    if (top_up_at && group.size() < max_batch) {
+      auto more = schedule_.take_renewals_of(by_slot_.at(slot), *top_up_at, watchdog_lease_ / 3,
+                                             max_batch - group.size(), renew);
+      group.insert(group.end(), more.begin(), more.end());
+    }
+    send_group(group, renew);
+  }
+}
+
+// The holds of each slot (cluster only), for send()'s top-ups.
+void watchdog::index(const hold_state& h) {
+  if (per_slot_) by_slot_[keys::slot(h.name)].push_back(h.id);
+}
+
+void watchdog::unindex(const hold_state& h) {
+  if (!per_slot_) return;
+  auto it = by_slot_.find(keys::slot(h.name));
+  if (it == by_slot_.end()) return;
+  std::erase(it->second, h.id);
+  if (it->second.empty()) by_slot_.erase(it);
 }
 
 void watchdog::send_group(const std::vector<renewal_schedule::id>& batch, bool renew) {
@@ -192,6 +218,7 @@ void watchdog::lose(renewal_schedule::id id) {
   if (it == holds_.end()) return;
   auto h = std::move(it->second);
   holds_.erase(it);
+  unindex(*h);
   ++leases_lost_;
   mark_lost(*h);
 }

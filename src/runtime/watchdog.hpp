@@ -10,8 +10,11 @@
 #pragma once
 
 #include <asio/steady_timer.hpp>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "runtime/hold.hpp"
 #include "runtime/renewal_schedule.hpp"
@@ -59,7 +62,10 @@ class watchdog {
   void on_timer();
   void send_due(clock::time_point now, bool renew);
   // One mutex_renew script for `batch`: renewing (watchdog holds) or checking.
-  void send(const std::vector<renewal_schedule::id>& batch, bool renew);
+  void send(const std::vector<renewal_schedule::id>& batch, bool renew,
+            std::optional<clock::time_point> top_up_at = std::nullopt);
+  void index(const hold_state& h);
+  void unindex(const hold_state& h);
   void send_group(const std::vector<renewal_schedule::id>& batch, bool renew);
   void on_answer(const std::vector<renewal_schedule::id>& batch, bool renew, clock::time_point sent,
                  std::error_code ec, const reply& r);
@@ -73,6 +79,7 @@ class watchdog {
   bool per_slot_;
   renewal_schedule schedule_;
   std::unordered_map<renewal_schedule::id, std::shared_ptr<hold_state>> holds_;
+  std::unordered_map<std::uint16_t, std::vector<renewal_schedule::id>> by_slot_;  // cluster only
   asio::steady_timer timer_;
   clock::time_point armed_for_ = clock::time_point::max();
   bool stopped_ = false;

@@ -19,6 +19,16 @@ std::string encode_evalsha(const script& s, std::span<const std::string_view> ke
   return resp::encode_command(args);
 }
 
+std::string evalsha_to_eval(const script& s, const std::string& evalsha) {
+  // "*<n>\r\n" then EVALSHA and the SHA1 as two bulk strings; the rest (keys, arguments) stays.
+  const auto head = evalsha.find("\r\n") + 2;
+  const auto sha = resp::encode_command({"EVALSHA", s.sha1});
+  const auto replaced = sha.size() - (sha.find("\r\n") + 2);
+  const auto eval = resp::encode_command({"EVAL", s.text});
+  const auto with = eval.substr(eval.find("\r\n") + 2);
+  return evalsha.substr(0, head) + with + evalsha.substr(head + replaced);
+}
+
 void runner::eval(const script& s, std::span<const std::string_view> keys,
                   std::span<const std::string_view> argv, transport::clock::duration timeout,
                   transport::reply_handler handler) const {
@@ -31,10 +41,7 @@ void runner::eval(const script& s, std::span<const std::string_view> keys,
                   handler = std::move(handler)](std::error_code ec, reply r) mutable {
                    if (ec != errc::no_script) return handler(ec, std::move(r));
                    ++*reloads;
-                   route->submit(
-                       slot, resp::encode_command({"SCRIPT", "LOAD", s.text}), timeout,
-                       [](std::error_code, reply) {});  // its failure shows in the retry's reply
-                   route->submit(slot, std::move(retry), timeout, std::move(handler));
+                   route->submit(slot, evalsha_to_eval(s, retry), timeout, std::move(handler));
                  });
 }
 

@@ -1,7 +1,8 @@
 // Runs embedded scripts by SHA1 (EVALSHA). On NOSCRIPT — after SCRIPT FLUSH, a restart or a
-// failover to a server that never saw the script — it sends SCRIPT LOAD and the EVALSHA again
-// back to back (one round trip) and reports the outcome of that retry. Only once: a second
-// NOSCRIPT is reported as errc::no_script.
+// failover to a server that never saw the script (a replica receives a script's effects, not
+// the script) — it sends the same call once more as EVAL with the script's text, which runs
+// wherever redirections take it and leaves the script cached there, and reports the outcome of
+// that retry. NOSCRIPT means the script did not run, so the retry cannot run it twice.
 #pragma once
 
 #include <memory>
@@ -17,6 +18,8 @@ namespace dlock::scripts {
 // The EVALSHA request for `s` with these keys and arguments.
 std::string encode_evalsha(const script& s, std::span<const std::string_view> keys,
                            std::span<const std::string_view> argv);
+// The same request as EVAL with the script's text, from encode_evalsha's output.
+std::string evalsha_to_eval(const script& s, const std::string& evalsha);
 
 class runner {
  public:
@@ -29,7 +32,7 @@ class runner {
             std::span<const std::string_view> argv, transport::clock::duration timeout,
             transport::reply_handler handler) const;
 
-  // SCRIPT LOADs of scripts that were not in the server's cache (for tests and metrics).
+  // Calls resent as EVAL because the server lacked the script (for tests and metrics).
   std::uint64_t reloads() const noexcept { return reloads_->load(); }
 
  private:

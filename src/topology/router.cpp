@@ -35,7 +35,8 @@ router::router(transport::executor_type strand, config cfg, std::shared_ptr<asio
       cfg_{std::move(cfg)},
       tls_{std::move(tls)},
       fallback_{cfg_.cluster() ? cfg_.cluster_nodes.front() : endpoint{cfg_.host, cfg_.port}},
-      periodic_{strand_} {
+      periodic_{strand_},
+      outage_{strand_} {
   if (!cfg_.cluster()) single_ = make_node(fallback_);
 }
 
@@ -100,6 +101,7 @@ void router::stop() {
   asio::post(strand_, [self = shared_from_this()] {
     self->stopped_ = true;
     self->periodic_.cancel();
+    self->outage_.cancel();
     auto held = std::move(self->before_map_);
     for (auto& req : held) req->handler(errc::shutdown, {});
     for (auto& [key, n] : self->nodes_) {
@@ -228,6 +230,11 @@ void router::refresh() {
   if (map_) {
     for (const auto& e : map_->nodes()) add(e);
   }
+  // Masters known to be down are asked last: a read queued on a dead link waits its connect
+  // timeout before the next node is asked.
+  std::stable_partition(candidates->begin(), candidates->end(), [&](const endpoint& e) {
+    return !down_.contains({e.host, e.port});
+  });
   read_map(std::move(candidates), 0);
 }
 
@@ -264,7 +271,8 @@ void router::read_map(std::shared_ptr<std::vector<endpoint>> candidates, std::si
 // A node the new map does not name as a master gets no new request; its links close once
 // nothing waits on them.
 void router::adopt(slot_map m) {
-  const auto before = this->masters();
+  // Compared with the last map read, not with map_, which MOVED replies may have changed since.
+  const auto before = std::exchange(adopted_masters_, m.masters());
   map_ = std::move(m);
   note_demotions(before);
   const auto masters = map_->masters();

@@ -6,7 +6,8 @@
 // turn at start, periodically, and (rate-limited) after a MOVED, a CLUSTERDOWN or a failed
 // connection. A slot the map does not know goes to the node that answered last, whose MOVED
 // then tells where it lives. Redirections are followed within the request's own timeout
-// (redirects.hpp); requests to a node the map no longer names are never sent again.
+// (redirects.hpp); requests are routed only to masters of the map (or where a MOVED or ASK
+// sends them).
 //
 // Runs on the client's strand; submit() and listen() may be called from any thread.
 #pragma once
@@ -34,7 +35,8 @@ class router : public std::enable_shared_from_this<router> {
   static constexpr std::chrono::milliseconds min_refresh_gap{100};
   static constexpr std::chrono::seconds periodic_refresh{10};
   static constexpr std::chrono::seconds failed_round_pause{1};     // no candidate answered
-  static constexpr std::chrono::milliseconds outage_refresh{250};  // while a master is down
+  static constexpr std::chrono::milliseconds outage_refresh{250};  // while a master is down,
+                                                                   // doubling up to periodic
 
   router(transport::executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
 
@@ -156,6 +158,9 @@ class router : public std::enable_shared_from_this<router> {
   redirect_counts redirected_;
   std::set<std::pair<std::string, std::uint16_t>> down_;  // masters whose links are down
   bool outage_armed_ = false;
+  asio::steady_timer outage_;
+  std::chrono::milliseconds outage_delay_{outage_refresh};
+  std::vector<endpoint> adopted_masters_;  // as the last map read gave them
 };
 
 }  // namespace dlock::topology

@@ -48,9 +48,11 @@ void router::note_demotions(const std::vector<endpoint>& before) {
   }
 }
 
-// A master the map routes to is unreachable: read the map every outage_refresh until the map no
-// longer names it (failed over) or it answers again, so that the client follows a failover as
-// soon as the cluster has made it rather than at its next periodic read.
+// A master the map routes to is unreachable: read the map again after outage_refresh, then at
+// doubling intervals up to periodic_refresh, until the map no longer names it (failed over) or it
+// answers again, so that the client follows a failover as soon as the cluster has made it rather
+// than at its next periodic read, without reading the map every 250 ms for good when a master
+// stays unreachable from here only.
 void router::node_down(const endpoint& e) {
   if (stopped_ || !map_) return;
   const auto masters = map_->masters();
@@ -58,24 +60,31 @@ void router::node_down(const endpoint& e) {
   down_.insert({e.host, e.port});
   refresh();
   if (std::exchange(outage_armed_, true)) return;
+  outage_delay_ = outage_refresh;
   arm_outage();
 }
 
 void router::arm_outage() {
-  auto timer = std::make_shared<asio::steady_timer>(strand_, outage_refresh);
-  timer->async_wait([self = shared_from_this(), timer](std::error_code) {
+  outage_.expires_after(outage_delay_);
+  outage_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (ec || self->stopped_) {
+      self->outage_armed_ = false;
+      return;
+    }
     const auto masters = self->masters();
     std::erase_if(self->down_, [&](const auto& key) {
       const endpoint e{key.first, key.second};
       auto n = self->nodes_.find(key);
       return std::find(masters.begin(), masters.end(), e) == masters.end() ||
-             (n != self->nodes_.end() && n->second.conn->connected());
+             n == self->nodes_.end() || n->second.conn->connected();
     });
-    if (self->stopped_ || self->down_.empty()) {
+    if (self->down_.empty()) {
       self->outage_armed_ = false;
       return;
     }
     self->refresh();
+    self->outage_delay_ =
+        std::min<std::chrono::milliseconds>(2 * self->outage_delay_, periodic_refresh);
     self->arm_outage();
   });
 }

@@ -110,13 +110,15 @@ const endpoint* slot_map::master(std::uint16_t slot) const noexcept {
 void slot_map::moved(std::uint16_t slot, const endpoint& to) {
   if (slot >= slot_count) return;
   owner_[slot] = index_of(to);
-  add_member(to, true, shards_++);
+  if (add_member(to, true, shards_)) ++shards_;
 }
 
-void slot_map::add_member(const endpoint& e, bool master, std::size_t shard) {
+bool slot_map::add_member(const endpoint& e, bool master, std::size_t shard) {
   const auto it =
       std::find_if(members_.begin(), members_.end(), [&](const member& m) { return m.at == e; });
-  if (it == members_.end()) members_.push_back(member{e, master, shard});
+  if (it != members_.end()) return false;
+  members_.push_back(member{e, master, shard});
+  return true;
 }
 
 std::vector<endpoint> slot_map::nodes() const {
@@ -169,7 +171,9 @@ std::vector<node_status> slot_map::describe() const {
   for (std::size_t i = 0; i < members_.size(); ++i) {
     if (out[i].role == node_role::master) continue;
     for (std::size_t j = 0; j < members_.size(); ++j) {
-      if (members_[j].shard == members_[i].shard && out[j].role == node_role::master) {
+      // A shard may list a failed old master beside the promoted one: the one serving wins.
+      if (members_[j].shard == members_[i].shard && out[j].role == node_role::master &&
+          (!out[i].replica_of || !out[j].slots.empty())) {
         out[i].replica_of = out[j].address;
       }
     }

@@ -56,7 +56,7 @@ class slot_map {
   };
 
   std::uint16_t index_of(const endpoint& e);  // adds e to masters_ if new; 1-based
-  void add_member(const endpoint& e, bool master, std::size_t shard);
+  bool add_member(const endpoint& e, bool master, std::size_t shard);  // false: known already
   std::vector<slot_range> ranges_of(const endpoint& e) const;
 
   std::vector<endpoint> masters_;

@@ -8,6 +8,7 @@
 // fault_lab's single lock server is started but not used here.
 #pragma once
 
+#include <algorithm>
 #include <asio/post.hpp>
 #include <atomic>
 #include <chrono>
@@ -123,7 +124,19 @@ class cluster_fault_lab : public fault_lab {
     return first_enter_after(r, t);
   }
 
-  // No command went to a node after the probe's client learnt that it was no longer a master.
+  // The longest wait for the lock in [from, to] (ns): from a section's end to the next enter, for
+  // every enter in the window.
+  static std::int64_t longest_gap(const report& r, std::int64_t from, std::int64_t to) {
+    std::int64_t longest = 0;
+    for (std::size_t i = 1; i < r.sections.size(); ++i) {
+      const auto& next = r.sections[i];
+      if (next.enter < from || next.enter > to) continue;
+      longest = std::max(longest, next.enter - r.sections[i - 1].end);
+    }
+    return longest;
+  }
+
+  // The probe's client learnt that a node was no longer a master, and sent it nothing after.
   void expect_nothing_sent_after_demotion(cluster_probe& probe) {
     using traffic = std::vector<dlock::topology::router::node_traffic>;
     const auto nodes = probe.on_router<traffic>([](auto& r) { return r.traffic(); });
@@ -136,6 +149,7 @@ class cluster_fault_lab : public fault_lab {
           << std::chrono::duration_cast<milliseconds>(n.last_sent - n.demoted).count()
           << " ms after the client learnt it was demoted";
     }
+    EXPECT_GE(demoted, 1u) << "the probe's client never learnt of the demotion";
     measured("probe client: " + std::to_string(demoted) +
              " node(s) learnt demoted, no command sent to them afterwards");
   }

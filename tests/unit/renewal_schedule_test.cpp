@@ -401,4 +401,27 @@ TEST(renewal_schedule, ten_thousand_holds_are_kept_alive_in_about_a_hundred_batc
   EXPECT_GE(least_margin, lease / 2);
 }
 
+// A cluster's watchdog tops a slot's script up with the slot's other holds: of the candidates,
+// those due within the slack, not in flight and of the same kind, earliest first, at most
+// max_batch; unknown ids are skipped.
+TEST(renewal_schedule, take_renewals_of_claims_the_due_candidates_only) {
+  renewal_schedule s;
+  s.add(1, t0, lease, renew);        // due at t0 + 10 s
+  s.add(2, t0 + 2s, lease, renew);   // due at t0 + 12 s
+  s.add(3, t0 + 20s, lease, renew);  // due at t0 + 30 s: beyond the slack
+  s.add(4, t0, lease, false);        // an explicit lease: checked, not renewed
+  s.add(5, t0 + 1s, lease, renew);   // due at t0 + 11 s, but already in flight
+  ASSERT_EQ(s.take_renewals_of({5}, t0 + third, no_slack, 100, renew).size(), 0u);
+  ASSERT_EQ(s.take_renewals_of({5}, t0 + 11s, no_slack, 100, renew), std::vector<id>{5});
+  const std::vector<id> candidates{3, 2, 99, 1, 4, 5};
+  EXPECT_EQ(s.take_renewals_of(candidates, t0 + third, third, 100, renew), (std::vector<id>{1, 2}));
+  EXPECT_TRUE(s.take_renewals_of(candidates, t0 + third, third, 100, renew).empty())
+      << "both are in flight now";
+  s.confirmed(1, t0 + third);
+  s.confirmed(2, t0 + third);
+  EXPECT_EQ(s.take_renewals_of(candidates, t0 + 2 * third, third, 1, renew), std::vector<id>{1})
+      << "at most max_batch, earliest first";
+  EXPECT_EQ(s.take_renewals_of(candidates, t0, lease, 100, check), std::vector<id>{4});
+}
+
 }  // namespace
