@@ -119,11 +119,6 @@ class cluster_fault_lab : public fault_lab {
         std::chrono::seconds{10});
   }
 
-  // The first section entered at or after `t` (ns), or nullptr.
-  const section* entered_after(const report& r, std::int64_t t) const {
-    return first_enter_after(r, t);
-  }
-
   // The longest wait for the lock in [from, to] (ns): from a section's end to the next enter, for
   // every enter in the window.
   static std::int64_t longest_gap(const report& r, std::int64_t from, std::int64_t to) {

@@ -19,18 +19,6 @@ namespace {
 
 using dlock::faults::measured;
 
-long long crossslot_errors(const dlock::test::redis_cluster& c) {
-  long long n = 0;
-  for (const auto& node : c.nodes()) {
-    if (!node->running()) continue;
-    const auto stats = node->command({"INFO", "errorstats"});
-    if (auto at = stats.find("errorstat_CROSSSLOT:count="); at != std::string::npos) {
-      n += std::stoll(stats.substr(at + 26));
-    }
-  }
-  return n;
-}
-
 // The items of an array reply as the fixture renders it: "[a, b, c]".
 std::vector<std::string> list_items(const std::string& text) {
   std::vector<std::string> out;
@@ -47,14 +35,14 @@ std::vector<std::string> list_items(const std::string& text) {
 class cluster_faults : public cluster_fault_lab {
  protected:
   void TearDown() override {
-    EXPECT_EQ(crossslot_errors(cluster_), 0);
+    EXPECT_EQ(cluster_.error_count("CROSSSLOT"), 0);
     cluster_fault_lab::TearDown();
   }
 
   // Recovery: a section entered within node timeout + 3 s of `fault_at` (ns).
   void expect_recovered(const report& r, std::int64_t fault_at, const std::string& what) {
     const auto bound = cluster_.options().node_timeout + std::chrono::seconds{3};
-    const auto* next = entered_after(r, fault_at);
+    const auto* next = first_enter_after(r, fault_at);
     ASSERT_NE(next, nullptr) << "no section after " << what << '\n' << report_json_;
     const auto took = next->enter - fault_at;
     EXPECT_LE(took, std::chrono::duration_cast<std::chrono::nanoseconds>(bound).count())

@@ -54,18 +54,6 @@ long shard_numsub(const redis_cluster& c, const std::string& channel) {
   return colon == std::string::npos ? -1 : std::stol(text.substr(colon + 1));
 }
 
-long long crossslot_errors(const redis_cluster& c) {
-  long long n = 0;
-  for (const auto& node : c.nodes()) {
-    if (!node->running()) continue;
-    const auto stats = node->command({"INFO", "errorstats"});
-    if (auto at = stats.find("errorstat_CROSSSLOT:count="); at != std::string::npos) {
-      n += std::stoll(stats.substr(at + 26));
-    }
-  }
-  return n;
-}
-
 // ping's node lines, by port: "  127.0.0.1:<port>  <role>  <serves>  <result>".
 std::map<int, std::string> node_lines(const std::string& out) {
   static const std::regex line{R"(^  127\.0\.0\.1:(\d+) +(.*)$)"};
@@ -88,7 +76,7 @@ class cli_cluster : public testing::Test {
     delete cluster_;
     cluster_ = nullptr;
   }
-  void TearDown() override { EXPECT_EQ(crossslot_errors(*cluster_), 0); }
+  void TearDown() override { EXPECT_EQ(cluster_->error_count("CROSSSLOT"), 0); }
   static redis_cluster* cluster_;
 };
 redis_cluster* cli_cluster::cluster_ = nullptr;

@@ -47,17 +47,6 @@ std::vector<std::string> one_name_per_master(const dlock::test::redis_cluster& c
   return out;
 }
 
-long long crossslot_errors(const dlock::test::redis_cluster& c) {
-  long long n = 0;
-  for (const auto& node : c.nodes()) {
-    const auto stats = node->command({"INFO", "errorstats"});
-    if (auto at = stats.find("errorstat_CROSSSLOT:count="); at != std::string::npos) {
-      n += std::stoll(stats.substr(at + 26));
-    }
-  }
-  return n;
-}
-
 class cluster_mutex : public testing::Test {
  protected:
   static void SetUpTestSuite() { cluster_ = new dlock::test::redis_cluster{}; }
@@ -65,7 +54,7 @@ class cluster_mutex : public testing::Test {
     delete cluster_;
     cluster_ = nullptr;
   }
-  void TearDown() override { EXPECT_EQ(crossslot_errors(*cluster_), 0); }
+  void TearDown() override { EXPECT_EQ(cluster_->error_count("CROSSSLOT"), 0); }
   static dlock::test::redis_cluster* cluster_;
 };
 dlock::test::redis_cluster* cluster_mutex::cluster_ = nullptr;

@@ -171,6 +171,19 @@ std::string redis_cluster::command_on_slot(int slot, const std::vector<std::stri
   return node(master_of(slot)).command(args);
 }
 
+long long redis_cluster::error_count(const std::string& error) const {
+  const auto field = "errorstat_" + error + ":count=";
+  long long n = 0;
+  for (const auto& node : nodes_) {
+    if (!node->running()) continue;
+    const auto stats = node->command({"INFO", "errorstats"});
+    if (auto at = stats.find(field); at != std::string::npos) {
+      n += std::stoll(stats.substr(at + field.size()));
+    }
+  }
+  return n;
+}
+
 bool redis_cluster::agreed(std::string* why) const {
   try {
     const auto up = live();

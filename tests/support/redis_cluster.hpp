@@ -93,6 +93,8 @@ class redis_cluster {
   int slot_of(const std::string& key) const;
   // An admin command (redis_server::command) on the master now serving `slot`.
   std::string command_on_slot(int slot, const std::vector<std::string>& args) const;
+  // How many `error` replies (INFO errorstats, e.g. "CROSSSLOT") the running nodes have given.
+  long long error_count(const std::string& error) const;
 
   // Waits until every live node (running, not paused) reports cluster_state:ok, lists every
   // other live node as healthy, sees every slot served by a live master, and all of them agree
