@@ -34,9 +34,11 @@ class router : public std::enable_shared_from_this<router> {
   using clock = std::chrono::steady_clock;
   static constexpr std::chrono::milliseconds min_refresh_gap{100};
   static constexpr std::chrono::seconds periodic_refresh{10};
-  static constexpr std::chrono::seconds failed_round_pause{1};     // no candidate answered
-  static constexpr std::chrono::milliseconds outage_refresh{250};  // while a master is down,
-                                                                   // doubling up to periodic
+  static constexpr std::chrono::seconds failed_round_pause{1};  // no candidate answered
+  // While a master is down: a map read every outage_refresh for outage_fast (Redis' default
+  // cluster-node-timeout is 15 s, and the election follows it), then doubling up to periodic.
+  static constexpr std::chrono::milliseconds outage_refresh{250};
+  static constexpr std::chrono::seconds outage_fast{30};
 
   router(transport::executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls);
 
@@ -160,6 +162,7 @@ class router : public std::enable_shared_from_this<router> {
   bool outage_armed_ = false;
   asio::steady_timer outage_;
   std::chrono::milliseconds outage_delay_{outage_refresh};
+  clock::time_point outage_since_{};
   std::vector<endpoint> adopted_masters_;  // as the last map read gave them
 };
 

@@ -48,11 +48,11 @@ void router::note_demotions(const std::vector<endpoint>& before) {
   }
 }
 
-// A master the map routes to is unreachable: read the map again after outage_refresh, then at
-// doubling intervals up to periodic_refresh, until the map no longer names it (failed over) or it
-// answers again, so that the client follows a failover as soon as the cluster has made it rather
-// than at its next periodic read, without reading the map every 250 ms for good when a master
-// stays unreachable from here only.
+// A master the map routes to is unreachable: read the map every outage_refresh for outage_fast,
+// then at doubling intervals up to periodic_refresh, until the map no longer names it (failed
+// over) or it answers again, so that the client follows a failover within outage_refresh of the
+// cluster making it rather than at its next periodic read, without reading the map every 250 ms
+// for good when a master stays unreachable from here only.
 void router::node_down(const endpoint& e) {
   if (stopped_ || !map_) return;
   const auto masters = map_->masters();
@@ -61,6 +61,7 @@ void router::node_down(const endpoint& e) {
   refresh();
   if (std::exchange(outage_armed_, true)) return;
   outage_delay_ = outage_refresh;
+  outage_since_ = clock::now();
   arm_outage();
 }
 
@@ -83,8 +84,10 @@ void router::arm_outage() {
       return;
     }
     self->refresh();
-    self->outage_delay_ =
-        std::min<std::chrono::milliseconds>(2 * self->outage_delay_, periodic_refresh);
+    if (clock::now() - self->outage_since_ >= outage_fast) {
+      self->outage_delay_ =
+          std::min<std::chrono::milliseconds>(2 * self->outage_delay_, periodic_refresh);
+    }
     self->arm_outage();
   });
 }
