@@ -5,56 +5,14 @@
 #include <string>
 #include <utility>
 
+#include "config_text.hpp"
 #include "dlock/error.hpp"
 
 namespace dlock {
 namespace {
 
 using namespace std::string_view_literals;
-
-// One year bounds every duration: larger values are typos, and they keep deadline arithmetic
-// on steady_clock far from overflow.
-constexpr std::chrono::milliseconds max_duration{365ll * 24 * 3'600'000};
-
-bool parse_uint(std::string_view s, std::uint64_t& out) {
-  if (s.empty()) return false;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc{} && p == s.data() + s.size();
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool percent_decode(std::string_view in, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out.push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
-}
-
-// Holds the first failure of a parse: the code and a human-readable reason.
-struct parse_state {
-  std::error_code& ec;
-  std::string& reason;
-  bool fail(std::string why) {
-    ec = errc::invalid_uri;
-    reason = std::move(why);
-    return false;
-  }
-};
+using namespace detail::uri;
 
 // `user:password@` (or `password@`, as redis-cli reads it), percent-decoded into cfg; `auth`
 // is left with what follows the `@`.
@@ -115,33 +73,56 @@ bool parse_endpoint(std::string_view auth, endpoint& ep, parse_state& st) {
   return true;
 }
 
-// The seeds of a cluster URI: comma-separated `host[:port]`, none empty. cfg.host and cfg.port
-// get the first, so that messages naming "the server" name a real one.
-bool parse_nodes(std::string_view list, config& cfg, parse_state& st) {
-  if (list.empty()) return st.fail("a cluster URI needs at least one node (host[:port])");
+// A node list: comma-separated `host[:port]` (without a port: `default_port`), none empty.
+bool parse_nodes(std::string_view list, std::vector<endpoint>& out, std::uint16_t default_port,
+                 parse_state& st) {
   for (std::size_t n = 1;; ++n) {
     const auto comma = list.find(',');
     const auto item = list.substr(0, comma);
     if (item.empty()) return st.fail("node " + std::to_string(n) + " of the node list is empty");
     endpoint ep;
+    ep.port = default_port;
     if (!parse_endpoint(item, ep, st)) {
       st.reason = "node " + std::to_string(n) + " ('" + std::string(item) + "'): " + st.reason;
       return false;
     }
-    cfg.cluster_nodes.push_back(std::move(ep));
-    if (comma == std::string_view::npos) break;
+    out.push_back(std::move(ep));
+    if (comma == std::string_view::npos) return true;
     list.remove_prefix(comma + 1);
   }
-  cfg.host = cfg.cluster_nodes.front().host;
-  cfg.port = cfg.cluster_nodes.front().port;
-  return true;
 }
 
-bool parse_authority(std::string_view auth, bool cluster, config& cfg, parse_state& st) {
+// The schemes: plain or TLS; one server, a cluster's seed nodes, or the sentinels of a master.
+enum class kind { single, cluster, sentinel };
+struct scheme {
+  std::string_view prefix;
+  bool tls;
+  kind what;
+};
+constexpr scheme schemes[] = {{"redis://", false, kind::single},
+                              {"rediss://", true, kind::single},
+                              {"redis+cluster://", false, kind::cluster},
+                              {"rediss+cluster://", true, kind::cluster},
+                              {"redis+sentinel://", false, kind::sentinel},
+                              {"rediss+sentinel://", true, kind::sentinel}};
+
+// cfg.host and cfg.port get the first node of a list, so that messages naming "the server"
+// name a real one.
+bool parse_authority(std::string_view auth, kind what, config& cfg, parse_state& st) {
   if (!parse_userinfo(auth, cfg, st)) return false;
-  if (cluster) return parse_nodes(auth, cfg, st);
+  if (what != kind::single) {
+    if (auth.empty()) {
+      return st.fail(what == kind::cluster ? "a cluster URI needs at least one node (host[:port])"
+                                           : "a sentinel URI needs at least one sentinel");
+    }
+    auto& list = what == kind::cluster ? cfg.cluster_nodes : cfg.sentinel_nodes;
+    if (!parse_nodes(auth, list, what == kind::cluster ? 6379 : 26379, st)) return false;
+    cfg.host = list.front().host;
+    cfg.port = list.front().port;
+    return true;
+  }
   if (auth.find(',') != std::string_view::npos) {
-    return st.fail("a list of nodes needs redis+cluster:// or rediss+cluster://");
+    return st.fail("a list of nodes needs redis+cluster:// or redis+sentinel://");
   }
   endpoint ep;
   if (!parse_endpoint(auth, ep, st)) return false;
@@ -150,86 +131,18 @@ bool parse_authority(std::string_view auth, bool cluster, config& cfg, parse_sta
   return true;
 }
 
-bool set_duration(std::chrono::milliseconds& field, std::string_view key, std::string_view value,
-                  bool allow_zero, parse_state& st) {
-  std::error_code ec;
-  auto d = parse_duration(value, ec);
-  if (ec || (!allow_zero && d.count() == 0)) {
-    return st.fail("bad duration for '" + std::string(key) + "': '" + std::string(value) + "'");
-  }
-  field = d;
-  return true;
-}
-
-bool parse_parameter(std::string_view key, std::string_view raw, config& cfg, parse_state& st) {
-  std::string value;
-  if (!percent_decode(raw, value))
-    return st.fail("bad percent-encoding in parameter " + std::string(key));
-  if (key == "connect_timeout") return set_duration(cfg.connect_timeout, key, value, false, st);
-  if (key == "timeout") return set_duration(cfg.command_timeout, key, value, false, st);
-  if (key == "health_check") return set_duration(cfg.health_check_interval, key, value, true, st);
-  if (key == "reconnect_min") return set_duration(cfg.reconnect_min, key, value, false, st);
-  if (key == "reconnect_max") return set_duration(cfg.reconnect_max, key, value, false, st);
-  if (key == "watchdog") return set_duration(cfg.watchdog_lease, key, value, false, st);
-  if (key == "recheck") return set_duration(cfg.wait_recheck, key, value, false, st);
-  if (key == "max_name") {
-    std::uint64_t n = 0;
-    if (!parse_uint(value, n) || n == 0 || n > 65536) return st.fail("max_name must be 1..65536");
-    cfg.max_name_length = static_cast<std::size_t>(n);
-    return true;
-  }
-  if (key == "name") {
-    cfg.client_name = std::move(value);
-    return true;
-  }
-  if (key == "wait_replicas") {
-    std::uint64_t n = 0;
-    if (!parse_uint(value, n) || n > 64) return st.fail("wait_replicas must be 0..64");
-    cfg.wait_replicas = static_cast<unsigned>(n);
-    return true;
-  }
-  if (key == "wait_timeout") return set_duration(cfg.wait_timeout, key, value, false, st);
-  if (key == "on_shortfall") {
-    if (value != "fail" && value != "accept") {
-      return st.fail("on_shortfall must be fail or accept, got '" + value + "'");
+// The path: `/db`, or in sentinel mode `/master-name[/db]`.
+bool parse_database(std::string_view path, kind what, config& cfg, parse_state& st) {
+  if (what == kind::sentinel) {
+    const auto slash = path.find('/');
+    if (!percent_decode(path.substr(0, slash), cfg.sentinel_master)) {
+      return st.fail("bad percent-encoding in the master name");
     }
-    cfg.on_shortfall =
-        value == "fail" ? config::shortfall_policy::fail : config::shortfall_policy::accept;
-    return true;
+    if (cfg.sentinel_master.empty()) return st.fail("a sentinel URI needs /master-name");
+    path = slash == std::string_view::npos ? std::string_view{} : path.substr(slash + 1);
   }
-  if (key == "fencing") {
-    if (value != "on" && value != "off")
-      return st.fail("fencing must be on or off, got '" + value + "'");
-    cfg.fencing = value == "on" ? config::fencing_mode::on : config::fencing_mode::off;
-    return true;
-  }
-  std::string* file = key == "ca"     ? &cfg.tls.ca_file
-                      : key == "cert" ? &cfg.tls.cert_file
-                      : key == "key"  ? &cfg.tls.key_file
-                      : key == "sni"  ? &cfg.tls.server_name
-                                      : nullptr;
-  if (file == nullptr) return st.fail("unknown parameter '" + std::string(key) + "'");
-  if (!cfg.tls.enabled) {
-    return st.fail("parameter '" + std::string(key) + "' needs rediss:// or rediss+cluster://");
-  }
-  if (value.empty()) return st.fail("empty value for '" + std::string(key) + "'");
-  *file = std::move(value);
-  return true;
-}
-
-// The schemes: plain or TLS, one server or a cluster's seed nodes.
-struct scheme {
-  std::string_view prefix;
-  bool tls, cluster;
-};
-constexpr scheme schemes[] = {{"redis://", false, false},
-                              {"rediss://", true, false},
-                              {"redis+cluster://", false, true},
-                              {"rediss+cluster://", true, true}};
-
-bool parse_database(std::string_view path, bool cluster, config& cfg, parse_state& st) {
   if (path.empty()) return true;
-  if (cluster && path != "0") {
+  if (what == kind::cluster && path != "0") {
     return st.fail("Redis Cluster has only database 0, got '/" + std::string(path) + "'");
   }
   std::uint64_t db = 0;
@@ -247,7 +160,9 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
     if (uri.starts_with(s.prefix)) sch = &s;  // no prefix is another's prefix
   }
   if (sch == nullptr) {
-    return st.fail("scheme must be redis://, rediss://, redis+cluster:// or rediss+cluster://");
+    return st.fail(
+        "scheme must be redis://, rediss://, redis+cluster://, rediss+cluster://, "
+        "redis+sentinel:// or rediss+sentinel://");
   }
   uri.remove_prefix(sch->prefix.size());
   cfg.tls.enabled = sch->tls;
@@ -261,8 +176,8 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
     path = uri.substr(slash + 1);
     uri = uri.substr(0, slash);
   }
-  if (!parse_authority(uri, sch->cluster, cfg, st)) return false;
-  if (!parse_database(path, sch->cluster, cfg, st)) return false;
+  if (!parse_authority(uri, sch->what, cfg, st)) return false;
+  if (!parse_database(path, sch->what, cfg, st)) return false;
   while (!query.empty()) {
     auto amp = query.find('&');
     auto item = query.substr(0, amp);
@@ -273,26 +188,42 @@ bool parse(std::string_view uri, config& cfg, parse_state& st) {
       return st.fail("parameter '" + std::string(item) + "' has no value");
     if (!parse_parameter(item.substr(0, eq), item.substr(eq + 1), cfg, st)) return false;
   }
+  if (!cfg.sentinel() && (!cfg.sentinel_user.empty() || !cfg.sentinel_password.empty())) {
+    return st.fail("sentinel_user and sentinel_password need redis+sentinel://");
+  }
   std::error_code vec;
   std::string why;
   if ((vec = cfg.validate(why))) return st.fail(why);
   return true;
 }
 
-// What is wrong with where the client connects, or empty. In cluster mode host and port are
-// unused (a URI sets them to the first seed) and only the seeds are checked.
+std::string nodes_problem(const std::vector<endpoint>& nodes, std::string_view what) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i];
+    const auto which = std::string(what) + " " + std::to_string(i + 1);
+    if (n.host.empty()) return which + ": missing host";
+    if (n.port == 0) return which + " (" + n.host + "): port must be 1..65535";
+  }
+  return {};
+}
+
+// What is wrong with where the client connects, or empty. In cluster and sentinel mode host
+// and port are unused (a URI sets them to the first node) and only the node lists are checked.
 std::string address_problem(const config& c) {
+  if (c.cluster() && c.sentinel()) return "cluster_nodes and sentinel_nodes exclude each other";
+  if (c.sentinel()) {
+    if (c.sentinel_master.empty()) return "sentinel mode needs the master's name";
+    if (!c.sentinel_user.empty() && c.sentinel_password.empty()) {
+      return "a sentinel user name needs a sentinel password";
+    }
+    return nodes_problem(c.sentinel_nodes, "sentinel");
+  }
   if (!c.cluster()) {
     if (c.host.empty()) return "missing host";
     if (c.port == 0) return "port must be 1..65535";
     return {};
   }
-  for (std::size_t i = 0; i < c.cluster_nodes.size(); ++i) {
-    const auto& n = c.cluster_nodes[i];
-    const auto which = "cluster node " + std::to_string(i + 1);
-    if (n.host.empty()) return which + ": missing host";
-    if (n.port == 0) return which + " (" + n.host + "): port must be 1..65535";
-  }
+  if (auto why = nodes_problem(c.cluster_nodes, "cluster node"); !why.empty()) return why;
   if (c.database != 0) return "Redis Cluster has only database 0";
   return {};
 }
@@ -349,6 +280,14 @@ std::error_code config::validate(std::string& reason) const {
   }
   if (max_name_length == 0) return bad("max_name must be positive");
   if (wait_timeout.count() <= 0) return bad("wait_timeout must be positive");
+  if (wait_replicas > 64 && wait_replicas != online_replicas) {
+    return bad("wait_replicas must be 0..64 or auto");
+  }
+  // A renewal's WAIT holds up every later command of the client: it must end well before the
+  // renewals that follow are due.
+  if (wait_replicas > 0 && wait_timeout * 3 >= watchdog_lease) {
+    return bad("wait_timeout must be under a third of the watchdog lease");
+  }
   for (char c : client_name) {
     if (c <= ' ' || c > '~') return bad("client name must be printable ASCII without spaces");
   }

@@ -84,6 +84,8 @@ class category final : public std::error_category {
       case errc::unsupported_server:
         return "the server cannot serve this configuration (Redis Cluster mode needs Redis >= "
                "7.0 with cluster-enabled yes)";
+      case errc::unknown_master:
+        return "no sentinel knows a master of that name (config::sentinel_master)";
     }
     return "unknown dlock error";
   }

@@ -12,6 +12,13 @@
 //
 //   redis+cluster://app:secret@10.0.0.5:7000,10.0.0.6:7000,[fd00::7]:7000?timeout=500ms
 //
+// Redis Sentinel: `redis+sentinel://` or `rediss+sentinel://` (TLS to sentinels and data nodes),
+// the userinfo for the data nodes, the sentinels `host[:port]` (default port 26379) separated by
+// commas, `/master-name` as the sentinels know it, optional `/db`, the same parameters plus
+// sentinel_user and sentinel_password for the sentinels' own AUTH:
+//
+//   redis+sentinel://app:secret@s1:26379,s2:26379,s3:26379/mymaster?sentinel_password=x
+//
 // Parameters:
 //
 //   connect_timeout, timeout (per command), health_check (idle PING interval, 0 = off),
@@ -28,14 +35,19 @@
 //                 counter of the lock's cluster slot (keys::slot_fencing_counter: at most one small
 //                 key per slot, whatever the number of names), kept above Redisson RFencedLock's
 //                 counter of the name when that exists; `off`: no counter, tokens are 0
-//   wait_replicas replicas that must acknowledge each acquisition (WAIT after the acquire
-//                 script, on the same connection: WAIT counts that connection's writes);
-//                 0 (default) = no check
+//   wait_replicas replicas that must acknowledge every write of a lock: acquisitions,
+//                 re-entries, renewals, releases (WAIT after the script, on the same connection:
+//                 WAIT counts that connection's writes; one WAIT covers every write whose reply
+//                 it follows). A number, or `auto`: the replicas `online` in INFO replication
+//                 (read at every connect and every second). 0 (default) = no check
 //   wait_timeout  how long WAIT may take (default 500ms; the client's other commands queue
-//                 behind it, so keep it well under a third of the watchdog lease)
-//   on_shortfall  fewer replicas acknowledged in time: `fail` (default) gives the lock back
-//                 and reports errc::no_replicas; `accept` keeps it and marks the lease
-//                 unreplicated (lease::replicated() == false)
+//                 behind it, so it must be under a third of the watchdog lease)
+//   on_shortfall  fewer replicas acknowledged in time: `fail` (default) gives a new hold back
+//                 and reports errc::no_replicas, and a renewal does not extend the hold's trust
+//                 (it runs out and is reported lost unless a later renewal is acknowledged);
+//                 `accept` keeps both and marks the lease unreplicated
+//                 (lease::replicated() == false). A release's WAIT only reports
+//   sentinel_user, sentinel_password   AUTH for the sentinels (sentinel URIs only)
 //
 // Removed in this version (a URI naming them is refused): io_threads (a client runs one I/O
 // thread), caller_io (blocking calls wait on the asynchronous ones), handoff, grant and linger
@@ -94,6 +106,14 @@ struct config {
   // selects cluster mode; host and port are then unused, and database must be 0.
   std::vector<endpoint> cluster_nodes;
   bool cluster() const noexcept { return !cluster_nodes.empty(); }
+  // Redis Sentinel: the sentinels, tried in turn, and the master they monitor. Non-empty
+  // sentinel_nodes selects sentinel mode: host and port are then unused (the master is asked of
+  // the sentinels, and checked with ROLE, at every connect).
+  std::vector<endpoint> sentinel_nodes;
+  std::string sentinel_master;
+  std::string sentinel_user;      // empty = the default user (AUTH sentinel_password)
+  std::string sentinel_password;  // empty = the sentinels want no AUTH
+  bool sentinel() const noexcept { return !sentinel_nodes.empty(); }
 
   std::chrono::milliseconds connect_timeout{2000};        // TCP + TLS + AUTH/SELECT handshake
   std::chrono::milliseconds command_timeout{3000};        // per command, from submission to reply
@@ -107,8 +127,9 @@ struct config {
   // Where fencing tokens come from (see `fencing` above).
   enum class fencing_mode { off, on };
   fencing_mode fencing = fencing_mode::on;
-  // Replication check of every first acquisition (see wait_replicas above).
+  // Replication check of every write (see wait_replicas above).
   enum class shortfall_policy { fail, accept };
+  static constexpr unsigned online_replicas = ~0u;  // wait_replicas=auto
   unsigned wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{500};
   shortfall_policy on_shortfall = shortfall_policy::fail;

@@ -62,6 +62,9 @@ enum class errc {
   max_clients,         // ERR max number of clients reached
   server_error,        // any other error reply (ERR ...)
   unsupported_server,  // cannot serve this configuration: Redis Cluster needs Redis >= 7.0
+
+  // Redis Sentinel.
+  unknown_master,  // every sentinel that answered knows no master named config::sentinel_master
 };
 
 const std::error_category& error_category() noexcept;
