@@ -65,6 +65,13 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
     // After a reconnect the server may have restarted (without persistence) or failed over:
     // ask at once whether the holds are still there rather than at the next renewal.
     router_->on_reconnect([this] { watchdog_->check_all(); });
+    if (replication_.wanted()) {
+      watchdog_->replicate_with(
+          [this](std::function<void(std::error_code, bool)> done) {
+            replication_.confirm(router_->replying(), std::move(done));
+          },
+          cfg_.on_shortfall == config::shortfall_policy::accept, cfg_.wait_timeout);
+    }
     router_->when_unfenced([this](const std::string& why) {
       warn(warning::unfenced,
            why +

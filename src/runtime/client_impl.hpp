@@ -20,6 +20,7 @@
 #include "dlock/detail/completion.hpp"
 #include "dlock/error.hpp"
 #include "runtime/hold.hpp"
+#include "runtime/replication.hpp"
 #include "runtime/waiters.hpp"
 #include "runtime/watchdog.hpp"
 #include "scripts/runner.hpp"
@@ -62,6 +63,8 @@ class client_impl {
   std::error_code init_error() const noexcept { return init_error_; }
   // Strand only (watchdog, waiters); thread-safe (holds).
   detail::watchdog& watchdog() noexcept { return *watchdog_; }
+  // The replica policy (strand only): confirm(conn...) in a write's reply handler.
+  detail::replication& replication() noexcept { return replication_; }
   waiter_registry& waiters() noexcept { return *waiters_; }
   hold_table& holds() noexcept { return holds_; }
   bool stopped() const noexcept { return stopped_.load(); }
@@ -127,6 +130,7 @@ class client_impl {
   std::shared_ptr<topology::router> router_;
   std::unique_ptr<scripts::runner> runner_;
   std::unique_ptr<detail::watchdog> watchdog_;
+  detail::replication replication_{cfg_};
   std::unique_ptr<waiter_registry> waiters_;
   hold_table holds_;
   std::unordered_set<abortable*> ops_;  // strand only

@@ -1,5 +1,6 @@
 #include "runtime/watchdog.hpp"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -22,6 +23,15 @@ watchdog::watchdog(transport::link::executor_type strand, const scripts::runner&
       watchdog_lease_{watchdog_lease},
       per_slot_{per_slot},
       timer_{strand_} {}
+
+void watchdog::replicate_with(confirmer confirm, bool accept,
+                              std::chrono::milliseconds wait_timeout) {
+  confirm_ = std::move(confirm);
+  accept_shortfall_ = accept;
+  // Sooner than the next period (the trust ends two thirds of a lease after the last renewal
+  // that counted), but each attempt may hold the connection for wait_timeout.
+  shortfall_retry_ = std::max(wait_timeout, watchdog_lease_ / 6);
+}
 
 void watchdog::add(const std::shared_ptr<hold_state>& h, clock::time_point sent) {
   if (stopped_) return;
@@ -191,6 +201,7 @@ void watchdog::send_group(const std::vector<renewal_schedule::id>& batch, bool r
 void watchdog::on_answer(const std::vector<renewal_schedule::id>& batch, bool renew,
                          clock::time_point sent, std::error_code ec, const reply& r) {
   const bool answered = !ec && r.is_array() && r.elements().size() == batch.size();
+  renewed to_replicate;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto id = batch[i];
     if (!schedule_.contains(id)) continue;  // released meanwhile
@@ -206,9 +217,35 @@ void watchdog::on_answer(const std::vector<renewal_schedule::id>& batch, bool re
       lose(id);
       continue;
     }
+    if (renew && confirm_) {
+      to_replicate.emplace_back(id, pttl);  // in flight until WAIT answers
+      continue;
+    }
     if (renew) schedule_.confirmed(id, sent);
     schedule_.checked(id, sent, pttl);
     if (auto it = holds_.find(id); it != holds_.end()) publish(*it->second);
+  }
+  if (!to_replicate.empty()) {
+    confirm_([this, alive = alive_, holds = std::move(to_replicate), sent](std::error_code,
+                                                                           bool enough) {
+      if (*alive) on_replicated(holds, sent, enough);
+    });
+  }
+  rearm();
+}
+
+void watchdog::on_replicated(const renewed& holds, clock::time_point sent, bool enough) {
+  for (const auto& [id, pttl] : holds) {
+    if (!schedule_.contains(id)) continue;
+    auto it = holds_.find(id);
+    if (!enough && it != holds_.end()) it->second->replicated = false;
+    if (enough || accept_shortfall_) {
+      schedule_.confirmed(id, sent);
+      schedule_.checked(id, sent, pttl);
+    } else {
+      schedule_.failed(id, clock::now() + shortfall_retry_);
+    }
+    if (it != holds_.end()) publish(*it->second);
   }
   rearm();
 }

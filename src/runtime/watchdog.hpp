@@ -7,10 +7,16 @@
 // the hold gone, or no confirmation before the trusted time passes, marks the hold lost
 // (mark_lost): its stop token is requested, its on_lost callbacks run, and it is no longer tracked.
 // Every reply caps the trusted time by the key's PTTL.
+//
+// With a replica policy (replicate_with), a renewal extends a hold's trust only once WAIT
+// confirms it reached the replicas: a shortfall marks the hold unreplicated, and under `fail`
+// leaves its trust where it was (what was replicated) and renews again sooner, so that the hold
+// is reported lost when its trust runs out unless a renewal gets through meanwhile.
 #pragma once
 
 #include <asio/steady_timer.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -45,6 +51,10 @@ class watchdog {
   void restore(const std::shared_ptr<hold_state>& h, const renewal_schedule::entry& e);
   // Until when `h` is trusted; nullopt if not tracked.
   std::optional<clock::time_point> trusted_until(const hold_state& h) const;
+  // The replica policy: `confirm` is replication::confirm on the connection that replied (called
+  // in a renewal's reply handler); `accept`: a shortfall still extends the trust.
+  using confirmer = std::function<void(std::function<void(std::error_code, bool)>)>;
+  void replicate_with(confirmer confirm, bool accept, std::chrono::milliseconds wait_timeout);
   // Asks Redis now whether every tracked hold is still held, and caps its trust by the key's
   // PTTL: after a reconnect the server may have restarted, or failed over, and forgotten a hold
   // or kept it with an earlier expiry.
@@ -69,6 +79,8 @@ class watchdog {
   void send_group(const std::vector<renewal_schedule::id>& batch, bool renew);
   void on_answer(const std::vector<renewal_schedule::id>& batch, bool renew, clock::time_point sent,
                  std::error_code ec, const reply& r);
+  using renewed = std::vector<std::pair<renewal_schedule::id, std::int64_t>>;  // id, PTTL
+  void on_replicated(const renewed& holds, clock::time_point sent, bool enough);
   void lose(renewal_schedule::id h);
   void publish(hold_state& h) const;  // copies h's trusted time into h, for time_left()
 
@@ -77,6 +89,9 @@ class watchdog {
   std::chrono::milliseconds command_timeout_;
   std::chrono::milliseconds watchdog_lease_;
   bool per_slot_;
+  confirmer confirm_;  // empty: no replica policy
+  bool accept_shortfall_ = false;
+  std::chrono::milliseconds shortfall_retry_{0};
   renewal_schedule schedule_;
   std::unordered_map<renewal_schedule::id, std::shared_ptr<hold_state>> holds_;
   std::unordered_map<std::uint16_t, std::vector<renewal_schedule::id>> by_slot_;  // cluster only

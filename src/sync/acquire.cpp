@@ -21,7 +21,7 @@ acquire_machine::params machine_params(const config& cfg, const hold_state& hold
   p.lease = hold.lease;
   p.recheck = cfg.wait_recheck;
   p.command_timeout = cfg.command_timeout;
-  p.wait_replicas = p.have == 0 ? cfg.wait_replicas : 0;
+  p.replicate = cfg.wait_replicas > 0;
   p.accept_shortfall = cfg.on_shortfall == config::shortfall_policy::accept;
   return p;
 }
@@ -100,20 +100,12 @@ class acquire_op final : public waiter,
                       });
   }
 
-  // WAIT counts the writes of the connection that sends it, so it goes on the connection whose
-  // reply this is (we run in its reply handler): after a reconnect it would count nothing and
-  // answer at once, so it fails with connection_lost instead.
+  // In the attempt's reply handler: WAIT goes on the connection that replied (replication.hpp).
   void send_wait() {
-    const auto& cfg = c_.cfg();
-    auto& conn = c_.router().replying();
-    conn.submit_on(conn.generation(),
-                   resp::encode_command({"WAIT", std::to_string(cfg.wait_replicas),
-                                         std::to_string(cfg.wait_timeout.count())}),
-                   cfg.wait_timeout + cfg.command_timeout,
-                   [self = shared_from_this()](std::error_code ec, reply r) {
-                     const auto n = !ec && r.is_integer() ? r.integer() : 0;
-                     self->step(self->m_.on_replicas(ec, n, clock::now()));
-                   });
+    c_.replication().confirm(c_.router().replying(),
+                             [self = shared_from_this()](std::error_code ec, bool enough) {
+                               self->step(self->m_.on_replicas(ec, enough, clock::now()));
+                             });
   }
 
   void arm(clock::time_point at) {
@@ -145,6 +137,7 @@ class acquire_op final : public waiter,
       } else {
         c_.watchdog().refreshed(*hold_, m_.trusted_from(),
                                 hold_->lease);  // the script reset the lease
+        if (!m_.replicated()) hold_->replicated = false;
       }
     }
     auto done = std::move(done_);

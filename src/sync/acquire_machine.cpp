@@ -137,7 +137,7 @@ acquire_machine::actions acquire_machine::acquired(std::uint64_t token, clock::t
   }
   token_ = token;
   acquired_sent_ = sent;
-  if (p_.have == 0 && p_.wait_replicas > 0) {
+  if (p_.replicate) {
     phase_ = phase::replicating;
     actions a;
     a.send_wait = true;
@@ -147,10 +147,10 @@ acquire_machine::actions acquire_machine::acquired(std::uint64_t token, clock::t
   return finish({}, now);
 }
 
-acquire_machine::actions acquire_machine::on_replicas(std::error_code ec, std::int64_t acknowledged,
+acquire_machine::actions acquire_machine::on_replicas(std::error_code ec, bool enough,
                                                       clock::time_point now) {
   if (phase_ != phase::replicating) return {};
-  if (!ec && acknowledged >= static_cast<std::int64_t>(p_.wait_replicas)) return finish({}, now);
+  if (!ec && enough) return finish({}, now);
   if (p_.accept_shortfall) {
     replicated_ = false;
     return finish({}, now);

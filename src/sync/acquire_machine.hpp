@@ -42,7 +42,7 @@ class acquire_machine {
     std::chrono::milliseconds lease{30000};
     std::chrono::milliseconds recheck{3000};
     std::chrono::milliseconds command_timeout{3000};
-    unsigned wait_replicas = 0;  // WAIT for this many replicas after a first acquisition
+    bool replicate = false;  // WAIT for the replicas after an acquisition (first or re-entry)
     bool accept_shortfall = false;
   };
 
@@ -68,8 +68,8 @@ class acquire_machine {
   // The reply (or error) of the attempt sent at `sent`.
   actions on_reply(std::error_code ec, const reply& r, clock::time_point sent,
                    clock::time_point now);
-  // WAIT's answer: replicas that acknowledged, or an error.
-  actions on_replicas(std::error_code ec, std::int64_t acknowledged, clock::time_point now);
+  // WAIT's answer: whether enough replicas acknowledged, or an error.
+  actions on_replicas(std::error_code ec, bool enough, clock::time_point now);
   // A message: `foreign` when a Redisson unlock (`0`) woke it. `after` > now: re-check then at
   // the latest (a yield to Redisson's waiters), not at once.
   actions on_wake(bool foreign, clock::time_point now,

@@ -67,6 +67,16 @@ struct release_op : std::enable_shared_from_this<release_op> {
                        });
   }
 
+  // A release's WAIT only reports (replication::shortfalls): the lock is given up either way.
+  // A partial release rewrote the count and the lease of a hold that stays: a shortfall there
+  // makes the hold unreplicated. In the release's reply handler.
+  void report_replication(bool freed) {
+    if (!c.replication().wanted()) return;
+    c.replication().confirm(c.router().replying(), [h = hold, freed](std::error_code, bool enough) {
+      if (!enough && !freed) h->replicated = false;
+    });
+  }
+
   void on_reply(std::error_code ec, const reply& r, std::uint32_t have, clock::time_point sent) {
     if ((ec == errc::timeout || ec == errc::connection_lost) && ++resends <= max_resends) {
       return send();
@@ -80,6 +90,7 @@ struct release_op : std::enable_shared_from_this<release_op> {
       mark_lost(*hold);
       return finish(errc::lease_lost, true);
     }
+    report_replication(out.freed);
     hold->count = out.freed ? 0 : have - 1;
     if (out.freed) {
       c.watchdog().remove(*hold);

@@ -21,15 +21,6 @@ bool same_nodes(std::vector<endpoint> a, std::vector<endpoint> b) {
 
 }  // namespace
 
-// One request on its way through redirections. The payload is kept for a resend.
-struct router::request {
-  std::uint16_t slot;
-  std::string payload;
-  clock::time_point deadline;
-  transport::reply_handler handler;
-  redirects policy;
-};
-
 router::router(transport::executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
     : strand_{std::move(strand)},
       cfg_{std::move(cfg)},
@@ -37,7 +28,9 @@ router::router(transport::executor_type strand, config cfg, std::shared_ptr<asio
       fallback_{cfg_.cluster() ? cfg_.cluster_nodes.front() : endpoint{cfg_.host, cfg_.port}},
       periodic_{strand_},
       outage_{strand_} {
+  if (cfg_.sentinel()) sentinels_ = std::make_shared<sentinels>(strand_, cfg_, tls_);
   if (!cfg_.cluster()) single_ = make_node(fallback_);
+  if (sentinels_) follow_sentinels();
 }
 
 void router::on_reconnect(std::function<void()> fn) {
@@ -85,6 +78,7 @@ router::node& router::node_at(const endpoint& e) {
 }
 
 void router::start() {
+  if (sentinels_) sentinels_->start();
   if (!cfg_.cluster()) {
     single_.conn->start();
     single_.sub->start();
@@ -113,6 +107,7 @@ void router::stop() {
     single_.conn->stop();
     single_.sub->stop();
   }
+  if (sentinels_) sentinels_->stop();
 }
 
 std::vector<std::shared_ptr<transport::connection>> router::connections() const {
@@ -135,13 +130,14 @@ endpoint router::target(std::uint16_t slot) const {
 
 void router::submit(std::uint16_t slot, std::string payload, clock::duration timeout,
                     transport::reply_handler handler) {
-  if (!cfg_.cluster()) {
+  if (!cfg_.cluster() && !sentinels_) {
     // One server: no redirections to follow, so nothing to keep; the connection is thread-safe.
     return single_.conn->submit(std::move(payload), timeout, std::move(handler));
   }
   const auto deadline = clock::now() + timeout;
   auto req = std::make_shared<request>(
       request{slot, std::move(payload), deadline, std::move(handler), redirects{deadline}});
+  if (sentinels_) return submit_to_master(std::move(req));
   asio::post(strand_, [self = shared_from_this(), req] {
     if (self->refused_) return req->handler(self->refused_, {});
     // Nothing is sent before the first map read: a server that refuses cluster mode must not

@@ -9,6 +9,13 @@
 // (redirects.hpp); requests are routed only to masters of the map (or where a MOVED or ASK
 // sends them).
 //
+// Sentinel mode (config::sentinel()): one master, as the sentinels name it (sentinels.hpp). Its
+// links ask the sentinels where to connect and check ROLE at every connect; when the sentinels
+// name another master (+switch-master, or a poll), both links move there at once, which makes
+// every hold be checked (on_reconnect) and every waiter re-check (resubscribed). A READONLY reply
+// (the node was demoted under the client) has the sentinels asked again and the request sent
+// again, within its own timeout: a script refused with READONLY wrote nothing.
+//
 // Runs on the client's strand; submit() and listen() may be called from any thread.
 #pragma once
 
@@ -23,6 +30,7 @@
 
 #include "dlock/config.hpp"
 #include "topology/redirects.hpp"
+#include "topology/sentinels.hpp"
 #include "topology/slot_map.hpp"
 #include "transport/connection.hpp"
 #include "transport/subscriber.hpp"
@@ -83,12 +91,14 @@ class router : public std::enable_shared_from_this<router> {
   // client's settings, started and not kept (kept = false: the caller stops it).
   std::shared_ptr<transport::connection> connection_to(const endpoint& e, bool& kept) const;
 
-  // What a cluster client sent where (strand only), so that a test can show that a node the
-  // client learnt was demoted got nothing more, and count the redirections a resharding caused.
+  // What a cluster or sentinel client sent where (strand only), so that a test can show that a
+  // node the client learnt was demoted got nothing more, and count the redirections a
+  // resharding caused.
   struct node_traffic {
     endpoint node;
-    std::uint64_t commands = 0;     // commands sent (ASKING included; slot map reads not)
-    clock::time_point last_sent{};  // of the last of them
+    std::uint64_t commands = 0;     // commands sent (ASKING included; slot map reads not); in
+                                    // sentinel mode socket writes of the command connection
+    clock::time_point last_sent{};  // of the last of them (sentinel mode: by either link)
     clock::time_point demoted{};    // when a map read stopped naming it a master (else epoch)
   };
   struct redirect_counts {
@@ -103,7 +113,16 @@ class router : public std::enable_shared_from_this<router> {
     std::shared_ptr<transport::subscriber> sub;
     bool sub_started = false;
   };
-  struct request;
+  // One request on its way through redirections (or READONLY replies). The payload is kept for
+  // a resend.
+  struct request {
+    std::uint16_t slot;
+    std::string payload;
+    clock::time_point deadline;
+    transport::reply_handler handler;
+    redirects policy;
+    int read_only = 0;  // READONLY replies so far (sentinel mode)
+  };
   // A cluster listener: where it listens now, under which id of that node's subscriber.
   struct listening {
     std::uint16_t slot;
@@ -134,6 +153,10 @@ class router : public std::enable_shared_from_this<router> {
   void count_sent(const endpoint& to);
   void count_redirect(std::error_code ec);
   void note_demotions(const std::vector<endpoint>& before);
+  // Sentinel mode (router_sentinel.cpp).
+  void follow_sentinels();
+  void submit_to_master(std::shared_ptr<request> req);
+  std::vector<node_traffic> sentinel_traffic() const;
   void node_down(const endpoint& e);
   void arm_outage();
 
@@ -164,6 +187,7 @@ class router : public std::enable_shared_from_this<router> {
   std::chrono::milliseconds outage_delay_{outage_refresh};
   clock::time_point outage_since_{};
   std::vector<endpoint> adopted_masters_;  // as the last map read gave them
+  std::shared_ptr<sentinels> sentinels_;   // sentinel mode
 };
 
 }  // namespace dlock::topology

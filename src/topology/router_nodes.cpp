@@ -7,7 +7,7 @@ namespace dlock::topology {
 std::vector<node_status> router::map_nodes() const {
   if (cfg_.cluster()) return map_ ? map_->describe() : std::vector<node_status>{};
   node_status one;
-  one.address = fallback_;
+  one.address = sentinels_ ? single_.conn->target() : fallback_;
   return {one};
 }
 

@@ -10,6 +10,7 @@
 namespace dlock::topology {
 
 std::vector<router::node_traffic> router::traffic() const {
+  if (sentinels_) return sentinel_traffic();
   std::vector<node_traffic> out;
   for (const auto& [key, t] : traffic_) out.push_back(t);
   return out;

@@ -126,6 +126,17 @@ void link::connect() {
   connect_timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
     if (!ec && gen == self->gen_ && self->state_ != state::ready) self->drop(errc::connect_timeout);
   });
+  if (!locate_) return resolve(gen);
+  locate_([self = shared_from_this(), gen](std::error_code ec, const endpoint& at) {
+    if (gen != self->gen_) return;
+    if (ec) return self->drop(ec);
+    self->cfg_.host = at.host;
+    self->cfg_.port = at.port;
+    self->resolve(gen);
+  });
+}
+
+void link::resolve(std::uint64_t gen) {
   resolver_.async_resolve(cfg_.host, std::to_string(cfg_.port),
                           [self = shared_from_this(), gen](
                               std::error_code ec, asio::ip::tcp::resolver::results_type eps) {
@@ -241,7 +252,10 @@ void link::send_handshake() {
     resp::append_command(out, {"CLIENT", "INFO"});
     handshake_.push_back(handshake_reply::identify);
   }
-  if (required == 0) {
+  if (locate_) {
+    resp::append_command(out, {"ROLE"});
+    handshake_.push_back(handshake_reply::role);
+  } else if (required == 0) {
     // Still prove the server answers (and takes our commands: NOAUTH) before calling it ready.
     resp::append_command(out, {"PING"});
     handshake_.push_back(handshake_reply::required);
@@ -263,7 +277,17 @@ void link::on_handshake_reply(const reply& r) {
   const auto kind =
       handshake_at_ < handshake_.size() ? handshake_[handshake_at_] : handshake_reply::required;
   ++handshake_at_;
-  if (kind != handshake_reply::required && r.is_error()) {
+  if (kind == handshake_reply::role && !r.is_error()) {
+    // A replica (a demoted master, or one the sentinels have not yet promoted) gets nothing.
+    const bool master = r.is_array() && !r.elements().empty() && r.elements().front().is_string() &&
+                        r.elements().front().str() == "master";
+    if (!master) {
+      if (not_master_) not_master_();
+      return drop(errc::read_only);
+    }
+  } else if (kind == handshake_reply::role) {
+    // ROLE refused (an ACL user without it): the sentinels' word has to do.
+  } else if (kind != handshake_reply::required && r.is_error()) {
     const auto code = classify_error_reply(r.str());
     // Transient (BUSY with a script running, LOADING): the old connection may still deliver
     // once it passes, so try again on a new connection — nothing has gone out on this one.
@@ -343,6 +367,7 @@ void link::want_write() {
   if (out.empty()) return;
   writing_ = true;
   ++writes_;
+  note_write();
   const auto gen = gen_;
   auto s = stream_;
   auto buf = wbuf_;
@@ -352,6 +377,30 @@ void link::want_write() {
                         self->on_written(gen, ec);
                       });
   });
+}
+
+void link::note_write() {
+  const endpoint to{cfg_.host, cfg_.port};
+  for (auto& [at, when] : last_writes_) {
+    if (at == to) {
+      when = clock::now();
+      return;
+    }
+  }
+  last_writes_.emplace_back(to, clock::now());
+}
+
+void link::leave_unless(const endpoint& master) {
+  if (state_ == state::stopped || target() == master) return;
+  if (state_ == state::idle) {
+    // Between attempts: the next one asks the sentinels, now rather than after the backoff.
+    retry_timer_.cancel();
+    return connect();
+  }
+  drop(errc::connection_lost);
+  if (state_ != state::idle) return;  // on_down stopped it
+  retry_timer_.cancel();
+  connect();
 }
 
 void link::on_written(std::uint64_t gen, std::error_code ec) {

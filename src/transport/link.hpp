@@ -82,6 +82,26 @@ class link : public std::enable_shared_from_this<link> {
   // Called on the strand after every failed connect or broken connection (set before start()):
   // the cluster router reads the slot map again while a master it routes to is down.
   void when_down(std::function<void(std::error_code)> fn) { down_hook_ = std::move(fn); }
+  // Sentinel mode (set before start()). `locate` is asked before every connect for the address
+  // to connect to (the master as the sentinels name it; an error fails the attempt like a
+  // refused connect), and the handshake ends with ROLE: a node that is not a master fails it
+  // with errc::read_only after `not_master` runs (which asks the sentinels again).
+  using located = std::function<void(std::error_code, const endpoint&)>;
+  void follow(std::function<void(located)> locate, std::function<void()> not_master) {
+    locate_ = std::move(locate);
+    not_master_ = std::move(not_master);
+  }
+  // Closes the connection up now, if it goes to another address than `master`, and connects
+  // again at once (a failover moved the master): requests in flight complete with
+  // errc::connection_lost, queued ones go to the new master. Strand only.
+  void leave_unless(const endpoint& master);
+  // The address of the connection up now or being made (strand only), and when this link last
+  // wrote to each address it connected to (strand only): a test shows nothing went to a node
+  // after the client learnt it was demoted.
+  endpoint target() const { return {cfg_.host, cfg_.port}; }
+  const std::vector<std::pair<endpoint, clock::time_point>>& last_writes() const noexcept {
+    return last_writes_;
+  }
   // Starts connecting (thread-safe).
   void start();
   // Closes for good: no reconnect; on_stopped() runs (thread-safe, idempotent).
@@ -127,9 +147,11 @@ class link : public std::enable_shared_from_this<link> {
   struct stream;
   // The replies a handshake waits for, in order: most must succeed; a fence's and an
   // identification's may fail (above).
-  enum class handshake_reply : std::uint8_t { required, fence, identify };
+  enum class handshake_reply : std::uint8_t { required, fence, identify, role };
 
   void connect();
+  void resolve(std::uint64_t gen);
+  void note_write();
   void connect_to(std::uint64_t gen, std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps,
                   std::size_t at, std::error_code last);
   void on_connected(std::uint64_t gen);
@@ -161,6 +183,9 @@ class link : public std::enable_shared_from_this<link> {
   clock::time_point last_heard_{};
   std::error_code last_error_;
   std::function<void(std::error_code)> down_hook_;
+  std::function<void(located)> locate_;
+  std::function<void()> not_master_;
+  std::vector<std::pair<endpoint, clock::time_point>> last_writes_;
   std::atomic<std::uint64_t> connects_{0};
   std::atomic<std::uint64_t> writes_{0};
   std::atomic<bool> up_{false};

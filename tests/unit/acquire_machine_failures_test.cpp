@@ -240,13 +240,28 @@ TEST(acquire_machine_failures, an_error_reply_before_queueing_gives_nothing_back
 TEST(acquire_machine_failures, a_reentry_never_queues_and_takes_token_zero) {
   auto p = waiting(10s);
   p.have = 1;
-  p.wait_replicas = 2;  // no WAIT for a re-entry
   machine m{p};
   EXPECT_EQ(show(m.start(t0)), "attempt(1,b=3000ms)");
   EXPECT_EQ(show(m.on_wake(false, t0 + 1ms)), "");
   EXPECT_EQ(show(m.on_reply(ok, acquired(0), t0, t0 + 2ms)), "complete(ok)");
   EXPECT_EQ(m.token(), 0u);
   EXPECT_EQ(m.trusted_from(), t0);
+}
+
+// A re-entry writes too (the count, the lease): it is replicated like a first acquisition, and
+// a shortfall under `fail` gives back the re-entry only.
+TEST(acquire_machine_failures, a_reentry_waits_for_the_replicas_too) {
+  auto p = waiting(10s);
+  p.have = 1;
+  p.replicate = true;
+  machine m{p};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_reply(ok, acquired(0), t0, t0 + 2ms)), "send_wait timer(t0+10000ms)");
+  EXPECT_EQ(show(m.on_replicas(ok, true, t0 + 3ms)), "complete(ok)");
+  machine short_of{p};
+  short_of.start(t0);
+  short_of.on_reply(ok, acquired(0), t0, t0 + 2ms);
+  EXPECT_EQ(show(short_of.on_replicas(ok, false, t0 + 3ms)), "complete(no_replicas) give_back(2)");
 }
 
 // {3, 0} says the owner's field holds fewer holds than it expects: the script changed nothing,
@@ -262,58 +277,58 @@ TEST(acquire_machine_failures, a_reentry_whose_hold_was_lost_gives_nothing_back)
 machine replicating(machine::params p) {
   machine m{p};
   m.start(t0);
-  EXPECT_EQ(show(m.on_replicas(ok, 2, t0)), "") << "no WAIT before the acquisition";
+  EXPECT_EQ(show(m.on_replicas(ok, true, t0)), "") << "no WAIT before the acquisition";
   m.on_reply(ok, acquired(5), t0, t0 + 1ms);
   return m;
 }
 
-TEST(acquire_machine_failures, wait_replicas_sends_wait_after_a_first_acquisition) {
+TEST(acquire_machine_failures, replicate_sends_wait_after_a_first_acquisition) {
   auto p = waiting(1s);
-  p.wait_replicas = 2;
+  p.replicate = true;
   machine m{p};
   m.start(t0);
   EXPECT_EQ(show(m.on_reply(ok, acquired(5), t0, t0 + 1ms)), "send_wait timer(t0+1000ms)");
   EXPECT_EQ(show(m.on_wake(false, t0 + 2ms)), "");
   EXPECT_EQ(show(m.on_timer(t0 + 500ms)), "") << "before the deadline";
-  EXPECT_EQ(show(m.on_replicas(ok, 2, t0 + 3ms)), "complete(ok)");
+  EXPECT_EQ(show(m.on_replicas(ok, true, t0 + 3ms)), "complete(ok)");
   EXPECT_TRUE(m.replicated());
   EXPECT_EQ(m.token(), 5u);
-  EXPECT_EQ(show(m.on_replicas(ok, 2, t0 + 4ms)), "");
+  EXPECT_EQ(show(m.on_replicas(ok, true, t0 + 4ms)), "");
 
   machine::params forever;
-  forever.wait_replicas = 1;
+  forever.replicate = true;
   machine f{forever};
   f.start(t0);
   EXPECT_EQ(show(f.on_reply(ok, acquired(5), t0, t0 + 1ms)), "send_wait");
-  EXPECT_EQ(show(f.on_replicas(ok, 3, t0 + 2ms)), "complete(ok)");
+  EXPECT_EQ(show(f.on_replicas(ok, true, t0 + 2ms)), "complete(ok)");
 }
 
 TEST(acquire_machine_failures, a_replica_shortfall_is_accepted_when_allowed) {
   auto p = waiting(1s);
-  p.wait_replicas = 2;
+  p.replicate = true;
   p.accept_shortfall = true;
   auto m = replicating(p);
-  EXPECT_EQ(show(m.on_replicas(ok, 1, t0 + 2ms)), "complete(ok)");
+  EXPECT_EQ(show(m.on_replicas(ok, false, t0 + 2ms)), "complete(ok)");
   EXPECT_FALSE(m.replicated());
 
   auto e = replicating(p);
-  EXPECT_EQ(show(e.on_replicas(err(errc::connection_lost), 0, t0 + 2ms)), "complete(ok)");
+  EXPECT_EQ(show(e.on_replicas(err(errc::connection_lost), false, t0 + 2ms)), "complete(ok)");
   EXPECT_FALSE(e.replicated());
 }
 
 TEST(acquire_machine_failures, a_replica_shortfall_gives_the_lock_back_otherwise) {
   auto p = waiting(1s);
-  p.wait_replicas = 2;
+  p.replicate = true;
   auto m = replicating(p);
-  EXPECT_EQ(show(m.on_replicas(ok, 1, t0 + 2ms)), "complete(no_replicas) give_back(1)");
+  EXPECT_EQ(show(m.on_replicas(ok, false, t0 + 2ms)), "complete(no_replicas) give_back(1)");
 
   auto e = replicating(p);
-  EXPECT_EQ(show(e.on_replicas(err(errc::connection_lost), 0, t0 + 2ms)),
+  EXPECT_EQ(show(e.on_replicas(err(errc::connection_lost), false, t0 + 2ms)),
             "complete(connection_lost) give_back(1)");
 
   auto late = replicating(p);
   EXPECT_EQ(show(late.on_timer(t0 + 1s)), "complete(timeout) give_back(1)");
-  EXPECT_EQ(show(late.on_replicas(ok, 2, t0 + 1001ms)), "");
+  EXPECT_EQ(show(late.on_replicas(ok, true, t0 + 1001ms)), "");
 
   auto cancelled = replicating(p);
   EXPECT_EQ(show(cancelled.on_cancel(aborted, t0 + 2ms)),

@@ -191,7 +191,7 @@ TEST(acquire_machine, the_deadline_during_an_attempt_times_out_after_the_grace_w
   EXPECT_EQ(show(m.on_timer(t0 + 1056ms)), "");
   EXPECT_EQ(show(m.on_wake(true, t0 + 1056ms)), "");
   EXPECT_EQ(show(m.on_cancel(make_error_code(errc::shutdown), t0 + 1057ms)), "");
-  EXPECT_EQ(show(m.on_replicas(ok, 1, t0 + 1057ms)), "");
+  EXPECT_EQ(show(m.on_replicas(ok, true, t0 + 1057ms)), "");
   EXPECT_EQ(m.token(), 0u);
 
   machine later{waiting(1s)};  // a later attempt, after a sleep
