@@ -1,21 +1,57 @@
 // The fault lab's checker: reads the merged history of a scenario (history.hpp) and reports
-// what broke — safety (overlapping critical sections, fencing tokens going backwards, lost
-// updates on the fenced and the unfenced counter, holders touching the resource after a newer
-// holder entered or after their own lease-lost signal) and liveness (hand-off gaps).
+// what broke. The verdicts, each a field of `report`:
+//
+//   safety, all in clean()
+//     overlaps                 two owners' sections of one lock at once
+//     trust_violations         another owner entered while a holder still trusted its hold
+//     token_regressions        an enter whose token is not above every earlier one of its lock
+//     fenced_lost_updates      an accepted fenced write replaced a value its holder did not read
+//     unfenced_lost_updates    the same on the plain counter
+//     fenced_order_violations  the fence accepted a token below one it had accepted before
+//     stale_accesses           an access after a newer holder of the lock entered
+//     accesses_after_lost      an access after the holder's own `lost`
+//     accesses_outside         an access with no section open
+//     final_fenced_consistent  the fenced counter's end value against its increments
+//   arrival order, in clean() only when check_options::fifo asks for it
+//     fifo_violations          a waiter entered before one that was waiting longer
+//   liveness and counts: max_handoff_gap_ns, timeouts, errors, lost_events, ...
 //
 //   auto r = dlock::faults::check(dlock::faults::read_histories(dir));
 //   EXPECT_TRUE(r.overlaps.empty()) << dlock::faults::to_json(r);
 //
-// Critical sections. A worker's section opens at its `enter` and ends at its `exit`, at its
-// `lost` (the holder learnt it may no longer hold the lock), or — when neither came, because the
-// process was killed or its history ends — at its last event. Two sections of different
-// processes overlap when one enters before the other ends: two processes believed they held
-// the lock at once. With dlock this happens only when a holder was frozen past its lease, and
-// then fencing must keep the resource consistent.
+// Owners and locks. Every process id `p` (a worker, or "w1/t2" for one thread of it) is one
+// sequential owner; sections are kept per (owner, lock) and judged per lock, fencing per
+// resource. Events without "lock" are all about one lock, so single-lock histories read as before.
 //
-// A stale access: a resource access by a section after another section entered (a newer
-// acquisition took the lock from it). With a correct lock and a holder that checks its lease
-// before each access, there are none.
+// Critical sections. An owner's section opens at its `enter` and ends at its `exit`, at its
+// `lost` (the holder learnt it may no longer hold the lock), or — when neither came, because the
+// process was killed or its history ends — at its last event (`cut`). Two sections of different
+// owners overlap when one enters before the other ends: two owners believed they held the lock
+// at once. With dlock this happens only when a holder was frozen past its lease, or the server
+// lost the lock (restart, failover), and then fencing must keep the resource consistent.
+//
+// Trust. A section whose `enter` recorded `left` claims that nobody else enters before
+// enter + left; its trusted window is [enter, enter + left), cut short by its own `exit` or
+// `lost` (a killed holder's claim stands: had it only been frozen, it would still trust). Another
+// owner's enter inside the window is a trust violation — unlike a plain overlap, which a holder
+// that was told of its loss (or was frozen past its claim) may cause without the lock breaking
+// its word.
+//
+// Fencing order. Accesses the fence accepted on one resource must be monotone in token: one
+// that began after another had completed may not carry a lower token. An access began after its
+// `invoke` when one was recorded, else after its owner's previous event (never sooner).
+//
+// Unknown outcomes. A write whose completion says unknown, or whose invoke has no completion,
+// may have been applied: it is not judged as a lost update nor an accepted write, and the final
+// fenced value may be anything from the accepted writes to those plus the unknown ones.
+//
+// A stale access: a resource access by a section after another section of its lock entered (a
+// newer acquisition took the lock from it). With a correct lock and a holder that checks its
+// lease before each access, there are none.
+//
+// FIFO. A wait runs from `acquire` to the owner's next `enter` (waits ending in a timeout or an
+// error, or never ending, are not judged). When two owners waited on one lock at once, the one
+// whose acquire came first — by more than fifo_margin_ns — must enter first.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +72,8 @@ struct section {
   std::int64_t end = 0;    // exit, lost, or the last event when cut
   ending how = ending::cut;
   std::size_t accesses = 0;
+  std::string lock;           // "" in single-lock histories
+  std::int64_t left_ms = -1;  // the trust claimed at enter, -1 for none
 };
 
 struct overlap {
@@ -43,41 +81,60 @@ struct overlap {
   std::int64_t from = 0, to = 0;      // the time both believed they held the lock
 };
 
+struct check_options {
+  bool fifo = false;  // the locks of the history claim arrival order: judge it
+  // Acquires closer than this are taken as simultaneous: which arrived first is not known from
+  // the history (each is stamped before its request is sent).
+  std::int64_t fifo_margin_ns = 0;
+};
+
 struct report {
   std::vector<section> sections;  // by enter time
   std::vector<overlap> overlaps;
-  std::size_t token_regressions = 0;      // an enter whose token is not above every earlier one
-  std::size_t fenced_lost_updates = 0;    // accepted fenced writes that replaced a value other
-                                          // than the one their holder read
-  std::size_t unfenced_lost_updates = 0;  // the same for the plain counter
-  std::size_t stale_accesses = 0;         // accesses after a newer holder entered
-  std::size_t accesses_after_lost = 0;    // accesses after the holder's own `lost`
-  std::size_t accesses_outside = 0;       // accesses with no section open
+  std::size_t trust_violations = 0;         // enters inside another owner's trusted window
+  std::size_t token_regressions = 0;        // an enter whose token is not above every earlier one
+  std::size_t fenced_lost_updates = 0;      // accepted fenced writes that replaced a value other
+                                            // than the one their holder read
+  std::size_t unfenced_lost_updates = 0;    // the same for the plain counter
+  std::size_t fenced_order_violations = 0;  // accepted accesses below an earlier accepted token
+  std::size_t stale_accesses = 0;           // accesses after a newer holder entered
+  std::size_t accesses_after_lost = 0;      // accesses after the holder's own `lost`
+  std::size_t accesses_outside = 0;         // accesses with no section open
   std::size_t fenced_writes_accepted = 0;
-  std::size_t fenced_rejections = 0;  // fenced reads and writes refused by the fence
+  std::size_t fenced_writes_unknown = 0;  // outcome unknown, or never completed: maybe applied
+  std::size_t fenced_rejections = 0;      // fenced reads and writes refused by the fence
   std::size_t unfenced_writes = 0;
+  std::size_t unfenced_writes_unknown = 0;
+  std::size_t incomplete = 0;  // invokes with no completion (the process died mid-access)
   std::optional<std::int64_t> final_fenced, final_unfenced;  // from a `final` event
+  bool fifo_checked = false;                                 // check_options::fifo
+  std::size_t fifo_violations = 0;
   std::size_t lost_events = 0;
   std::size_t timeouts = 0;             // acquisitions that gave up after their wait
   std::size_t errors = 0;               // user-visible errors
-  std::int64_t max_handoff_gap_ns = 0;  // longest time from the end of the sections so far
-                                        // to the next enter (liveness)
+  std::int64_t max_handoff_gap_ns = 0;  // longest time, on one lock, from the end of the
+                                        // sections so far to the next enter (liveness)
   std::vector<std::string> notes;       // one line per violation (the first 50)
 
-  // The fenced counter's end value against its accepted increments, when a final is known.
+  // The fenced counter's end value against its increments, when a final is known: each
+  // accepted write added one, each unknown one may have.
   bool final_fenced_consistent() const {
-    return !final_fenced || *final_fenced == static_cast<std::int64_t>(fenced_writes_accepted);
+    const auto accepted = static_cast<std::int64_t>(fenced_writes_accepted);
+    return !final_fenced ||
+           (*final_fenced >= accepted &&
+            *final_fenced <= accepted + static_cast<std::int64_t>(fenced_writes_unknown));
   }
-  // No safety violation at all (overlaps included).
+  // No safety violation at all (overlaps included; arrival order when it was checked).
   bool clean() const {
-    return overlaps.empty() && token_regressions == 0 && fenced_lost_updates == 0 &&
-           unfenced_lost_updates == 0 && stale_accesses == 0 && accesses_after_lost == 0 &&
-           accesses_outside == 0 && final_fenced_consistent();
+    return overlaps.empty() && trust_violations == 0 && token_regressions == 0 &&
+           fenced_lost_updates == 0 && unfenced_lost_updates == 0 && fenced_order_violations == 0 &&
+           stale_accesses == 0 && accesses_after_lost == 0 && accesses_outside == 0 &&
+           final_fenced_consistent() && (!fifo_checked || fifo_violations == 0);
   }
 };
 
 // `events` in time order (read_histories sorts them).
-report check(const std::vector<event>& events);
+report check(const std::vector<event>& events, const check_options& options = {});
 
 // The report as one JSON object (times in ms relative to the first section's enter).
 std::string to_json(const report& r);

@@ -1,6 +1,7 @@
 // The checker on hand-written histories: a clean run, and one history per violation it must
 // report (overlap, token regression, fenced and unfenced lost updates, stale access, access
-// after `lost`), plus the JSON-lines round trip. No network.
+// after `lost`), plus the JSON-lines round trip. No network. The verdicts added for issue 24
+// (trust, fencing order, unknown outcomes, FIFO, several locks) are in checker_verdicts_test.cpp.
 #include "checker.hpp"
 
 #include <gtest/gtest.h>
@@ -9,67 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "checker_test_history.hpp"
 #include "history.hpp"
 
 namespace {
 
-using dlock::faults::check;
 using dlock::faults::event;
-
-constexpr std::int64_t ms = 1'000'000;
-
-// A history builder: times in ms.
-struct history {
-  std::vector<event> events;
-  history& add(std::int64_t t_ms, const std::string& p, const std::string& kind,
-               std::uint64_t token = 0) {
-    events.push_back({.t = t_ms * ms, .proc = p, .kind = kind, .token = token});
-    return *this;
-  }
-  // A fenced read of `value` and an unfenced read of `u`.
-  history& reads(std::int64_t t_ms, const std::string& p, std::uint64_t token, std::int64_t value,
-                 std::int64_t u, bool ok = true) {
-    events.push_back(
-        {.t = t_ms * ms, .proc = p, .kind = "read", .token = token, .ok = ok, .value = value});
-    events.push_back({.t = t_ms * ms + 1, .proc = p, .kind = "uread", .token = token, .value = u});
-    return *this;
-  }
-  // A fenced write after reading `read` (replacing `prev`), then the unfenced one likewise.
-  history& writes(std::int64_t t_ms, const std::string& p, std::uint64_t token, std::int64_t read,
-                  std::int64_t prev, std::int64_t uread, std::int64_t uprev, bool ok = true) {
-    events.push_back({.t = t_ms * ms,
-                      .proc = p,
-                      .kind = "write",
-                      .token = token,
-                      .ok = ok,
-                      .value = read + 1,
-                      .read = read,
-                      .prev = prev});
-    events.push_back({.t = t_ms * ms + 1,
-                      .proc = p,
-                      .kind = "uwrite",
-                      .token = token,
-                      .value = uread + 1,
-                      .read = uread,
-                      .prev = uprev});
-    return *this;
-  }
-  // One whole clean section.
-  history& section(std::int64_t from_ms, std::int64_t to_ms, const std::string& p,
-                   std::uint64_t token, std::int64_t value) {
-    add(from_ms, p, "enter", token);
-    reads(from_ms + 1, p, token, value, value);
-    writes(to_ms - 1, p, token, value, value, value, value);
-    return add(to_ms, p, "exit", token);
-  }
-};
-
-// The checker wants events in time order, as read_histories gives them.
-dlock::faults::report run(history& h) {
-  std::stable_sort(h.events.begin(), h.events.end(),
-                   [](const event& a, const event& b) { return a.t < b.t; });
-  return check(h.events);
-}
+using dlock::faults::checker_test::history;
+using dlock::faults::checker_test::ms;
+using dlock::faults::checker_test::run;
 
 TEST(checker, a_clean_history_is_clean) {
   history h;
@@ -192,7 +141,11 @@ TEST(history, json_lines_round_trip) {
                 .read = 7,
                 .prev = 9,
                 .left_ms = 0,
-                .detail = "a\\b\n\x01"};
+                .detail = "a\\b\n\x01",
+                .lock = "l{1}",
+                .op = "uwrite",
+                .unknown = true,
+                .resource = "r\"2"};
   const auto line = dlock::faults::to_json(e);
   EXPECT_EQ(line.find('\n'), std::string::npos);
   event back;
@@ -207,11 +160,19 @@ TEST(history, json_lines_round_trip) {
   EXPECT_EQ(back.prev, e.prev);
   EXPECT_EQ(back.left_ms, 0);
   EXPECT_EQ(back.detail, e.detail);
+  EXPECT_EQ(back.lock, e.lock);
+  EXPECT_EQ(back.op, e.op);
+  EXPECT_TRUE(back.unknown);
+  EXPECT_EQ(back.resource, e.resource);
 
   event defaults;
   ASSERT_TRUE(dlock::faults::parse_event(R"({"t":5,"p":"x","ev":"exit"})", defaults));
   EXPECT_TRUE(defaults.ok);
   EXPECT_EQ(defaults.left_ms, -1);
+  EXPECT_EQ(defaults.lock, "") << "a history without locks names the one lock";
+  EXPECT_FALSE(defaults.unknown);
+  EXPECT_EQ(dlock::faults::to_json(defaults), R"({"t":5,"p":"x","ev":"exit"})")
+      << "fields left at their defaults are not written";
   for (const char* bad : {"", "{", R"({"t":5,"p":"x"})", R"({"t":5,"p":"x","ev":"e"} x)",
                           R"({"t":"5","p":"x","ev":"e"})", R"({"t":5,"p":"x","ev":"e",})"}) {
     EXPECT_FALSE(dlock::faults::parse_event(bad, defaults)) << bad;

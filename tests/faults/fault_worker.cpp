@@ -3,7 +3,8 @@
 // history (history.hpp); the checker (checker.hpp) judges the merged histories.
 //
 //   dlock_fault_worker --lock-url URL --resource-url URL --name NAME --id ID --history FILE
-//                      [--lock dlock|broken-no-owner-check|broken-no-expiry] [--count N]
+//                      [--lock dlock|broken-no-owner-check|broken-no-expiry|
+//                              broken-reuses-tokens|broken-over-reports-trust] [--count N]
 //                      [--wait MS] [--lease MS] [--hold MS] [--hold-first MS] [--jitter MS]
 //                      [--think MS] [--seed N]
 //
@@ -12,10 +13,12 @@
 // --jitter from a generator seeded with --seed; cut short when the lease is lost) → fenced write
 // of read+1 → unfenced SET of get+1 → `exit` → release → think (--think). Before every access
 // the holder checks its lease (lease::lost() and lease::time_left(), read on this thread); when
-// it is lost it records `lost` and touches nothing more. A refusal by the fence is recorded (the
-// unfenced counter goes on regardless). Runs --count sections (default 1), or fewer if stdin
-// reaches EOF (checked between sections). After a failed acquisition it retries (a `timeout` or
-// an `error` event, which do not count as sections).
+// it is lost it records `lost` and touches nothing more. `enter` records the lease's time left
+// (the lock's trust claim). A refusal by the fence is recorded (the unfenced counter goes on
+// regardless). A write is preceded by an `invoke`; one that fails is recorded with an unknown
+// outcome (it may have applied), then the error. Runs --count sections (default 1), or fewer if
+// stdin reaches EOF (checked between sections). After a failed acquisition it retries (a
+// `timeout` or an `error` event, which do not count as sections).
 //
 // stdout, one flushed line per step, for tests to follow: `enter <token>`, `exit <token>`,
 // `lost <token>`, `timeout`, `error <text>`, `done <sections>`.
@@ -50,6 +53,7 @@
 
 namespace {
 
+using dlock::faults::event;
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
@@ -284,25 +288,30 @@ class worker {
     lock_.hold_for(jittered(hold));
 
     if (!still_held(st, token)) return;
-    const auto w = res_.fenced_write(token, r.value + 1, ec);
-    if (resource_error("fenced write", ec)) return;
-    h_.record({.kind = "write",
-               .token = token,
-               .ok = w.accepted,
-               .value = r.value + 1,
-               .read = r.value,
-               .prev = w.value,
-               .left_ms = lock_.left_ms()});
+    const bool written =
+        write_access({.kind = "write", .token = token, .value = r.value + 1, .read = r.value},
+                     "fenced write", [&](event& e, std::error_code& error) {
+                       const auto w = res_.fenced_write(token, e.value, error);
+                       e.ok = w.accepted;
+                       e.prev = w.value;
+                     });
+    if (!written || !still_held(st, token)) return;
+    write_access(
+        {.kind = "uwrite", .token = token, .value = u + 1, .read = u}, "plain set",
+        [&](event& e, std::error_code& error) { e.prev = res_.plain_set(e.value, error); });
+  }
 
-    if (!still_held(st, token)) return;
-    const auto prev = res_.plain_set(u + 1, ec);
-    if (resource_error("plain set", ec)) return;
-    h_.record({.kind = "uwrite",
-               .token = token,
-               .value = u + 1,
-               .read = u,
-               .prev = prev,
-               .left_ms = lock_.left_ms()});
+  // One write between its `invoke` and its completion; false when it failed, which is recorded
+  // as an unknown outcome (the request may have run and only its reply been lost).
+  template <class Send>
+  bool write_access(event e, const char* what, Send send) {
+    h_.record({.kind = "invoke", .token = e.token, .value = e.value, .read = e.read, .op = e.kind});
+    std::error_code ec;
+    send(e, ec);
+    e.unknown = static_cast<bool>(ec);
+    if (!ec) e.left_ms = lock_.left_ms();
+    h_.record(e);
+    return !resource_error(what, ec);
   }
 
   const options& o_;
@@ -315,7 +324,8 @@ class worker {
 [[noreturn]] void usage() {
   fail(2,
        "usage: dlock_fault_worker --lock-url URL --resource-url URL --name NAME --id ID "
-       "--history FILE [--lock dlock|broken-no-owner-check|broken-no-expiry] [--count N] "
+       "--history FILE [--lock dlock|broken-no-owner-check|broken-no-expiry|"
+       "broken-reuses-tokens|broken-over-reports-trust] [--count N] "
        "[--wait MS] [--lease MS] [--hold MS] [--hold-first MS] [--jitter MS] [--think MS] "
        "[--seed N]");
 }
@@ -375,12 +385,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<held_lock> lock;
     if (o.lock == "dlock") {
       lock = std::make_unique<dlock_held>(lock_client, o.name, o.lease);
-    } else if (o.lock == "broken-no-owner-check" || o.lock == "broken-no-expiry") {
+    } else if (const auto f = dlock::faults::broken_lock::flaw_named(o.lock)) {
       if (o.lease.count() <= 0) fail(2, "a broken lock needs --lease");
-      const auto f = o.lock == "broken-no-expiry"
-                         ? dlock::faults::broken_lock::flaw::no_expiry_check
-                         : dlock::faults::broken_lock::flaw::no_owner_check;
-      lock = std::make_unique<broken_held>(lock_client, o.name, f, o.lease);
+      lock = std::make_unique<broken_held>(lock_client, o.name, *f, o.lease);
     } else {
       usage();
     }

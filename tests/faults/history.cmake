@@ -14,6 +14,8 @@ endfunction()
 add_library(dlock_fault_lab STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/history.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/checker.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_verdicts.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_json.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/resource.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/broken_lock.cpp)
 target_include_directories(dlock_fault_lab PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
@@ -30,6 +32,7 @@ dlock_fault_lab_warnings(dlock_fault_checker)
 
 add_executable(dlock_fault_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/checker_test.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_verdicts_test.cpp  # trust, fencing order, unknown, FIFO
   ${CMAKE_CURRENT_SOURCE_DIR}/fault_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/self_check_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/cluster_fault_test.cpp)  # Redis Cluster: failover, resharding

@@ -68,6 +68,12 @@ void append_int(std::string& out, std::string_view key, Int v) {
   out += std::to_string(v);
 }
 
+void append_text(std::string& out, std::string_view key, std::string_view v) {
+  if (v.empty()) return;
+  append_key(out, key);
+  append_string(out, v);
+}
+
 // A flat JSON object: string, integer, true/false/null values. Enough for our own lines.
 class flat_parser {
  public:
@@ -193,10 +199,14 @@ std::string to_json(const event& e) {
   if (e.read != 0) append_int(out, "read", e.read);
   if (e.prev != 0) append_int(out, "prev", e.prev);
   if (e.left_ms >= 0) append_int(out, "left", e.left_ms);
-  if (!e.detail.empty()) {
-    append_key(out, "detail");
-    append_string(out, e.detail);
+  append_text(out, "detail", e.detail);
+  append_text(out, "lock", e.lock);
+  append_text(out, "op", e.op);
+  if (e.unknown) {
+    append_key(out, "unknown");
+    out += "true";
   }
+  append_text(out, "res", e.resource);
   out += '}';
   return out;
 }
@@ -218,6 +228,10 @@ bool parse_event(std::string_view line, event& out) {
   if (auto it = numbers.find("prev"); it != numbers.end()) e.prev = it->second;
   if (auto it = numbers.find("left"); it != numbers.end()) e.left_ms = it->second;
   if (auto it = strings.find("detail"); it != strings.end()) e.detail = it->second;
+  if (auto it = strings.find("lock"); it != strings.end()) e.lock = it->second;
+  if (auto it = strings.find("op"); it != strings.end()) e.op = it->second;
+  if (auto it = numbers.find("unknown"); it != numbers.end()) e.unknown = it->second != 0;
+  if (auto it = strings.find("res"); it != strings.end()) e.resource = it->second;
   out = std::move(e);
   return true;
 }

@@ -10,12 +10,18 @@
 // A line: {"t":123456789,"p":"w1","ev":"write","tok":7,"ok":true,"read":4,"prev":4,"val":5}
 // Fields other than t, p and ev appear only when set. The kinds:
 //   acquire an acquisition begins (its wait is the time to the next enter, timeout or error)
-//   enter   acquire returned: tok (fencing token), left (ms of lease left, if known)
+//   enter   acquire returned: tok (fencing token), left (ms of lease left: the holder's claim
+//           that nobody else enters before enter + left; absent when the lock makes no claim)
+//   invoke  a resource access is about to be sent: op (read, write, uread, uwrite), tok, and for
+//           a write read and val. Optional: its completion is the access event below; with no
+//           completion (the process died) the access may or may not have happened
 //   read    fenced read of the resource: tok, ok (accepted by the fence), val (value read)
 //   write   fenced write: tok, ok, read (value this holder read), val (value written),
 //           prev (value the write replaced, as the resource saw it)
 //   uread   unfenced GET of the plain counter: val
 //   uwrite  unfenced SET of it: read (value this holder read), val, prev (value replaced)
+//           An access's outcome is ok (accepted), fail ("ok":false, refused by the fence: not
+//           applied) or unknown ("unknown":true: the reply never came; it may have applied)
 //   exit    before the release is sent: tok
 //   lost    the lease-lost signal (detail "callback" or "check"): tok
 //   release the release's outcome: tok, detail (error text, empty when it succeeded)
@@ -23,6 +29,9 @@
 //   error   a user-visible error: detail
 //   fault   what the test did (detail "kill9 w1", "pause lock-server"...)
 //   final   the resource's final values (written by the test): val fenced, prev unfenced
+// Several locks and threads: "lock" names the lock an event is about ("" when the history has
+// one lock), "res" the fenced resource of an access ("" = the lock's own), and a process with
+// several threads names each as "w1/t2" in p: every p is one sequential owner.
 // Thread safety: history_writer::record may be called from any thread.
 #pragma once
 
@@ -48,6 +57,11 @@ struct event {
   std::int64_t prev = 0;      // "prev"
   std::int64_t left_ms = -1;  // "left": lease time left, -1 when unknown
   std::string detail;
+  // Added later, so existing designated initializers stay in declaration order.
+  std::string lock;      // "lock": the lock's name ("" = the history's one lock)
+  std::string op;        // "op": what an invoke begins (read, write, uread, uwrite)
+  bool unknown = false;  // "unknown": an access whose outcome is unknown (`ok` then means nothing)
+  std::string resource;  // "res": the fenced resource accessed ("" = the one `lock` protects)
 
   bool is_access() const noexcept {
     return kind == "read" || kind == "write" || kind == "uread" || kind == "uwrite";
