@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/fake_clock.hpp"
 #include "support/posix_util.hpp"
 
 namespace dlock::test {
@@ -44,6 +45,7 @@ redis_server::redis_server(redis_server_options opts) : opts_{std::move(opts)} {
     opts_.executable = env != nullptr && *env != '\0' ? env : "redis-server";
   }
   executable_ = resolve_executable(opts_.executable);
+  port_ = opts_.port;
   dir_ = make_temp_dir("dlock-redis-");
   try {
     start();
@@ -177,17 +179,35 @@ void redis_server::restart() {
   start();
 }
 
+void redis_server::restart(redis_server_options opts) {
+  if (opts.tls != opts_.tls || opts.tls_plain_admin_port != opts_.tls_plain_admin_port) {
+    throw std::invalid_argument("redis_server::restart: the TLS port settings must not change");
+  }
+  if (opts.executable.empty()) opts.executable = opts_.executable;
+  stop();
+  executable_ = resolve_executable(opts.executable);
+  opts_ = std::move(opts);
+  start();
+}
+
 void redis_server::write_files() const {
   namespace fs = std::filesystem;
   // Keep the previous log for diagnostics; wipe everything else (dump.rdb, AOF dir...).
   std::error_code ec;
   if (fs::exists(log_path(), ec)) fs::rename(log_path(), log_path() + ".1", ec);
+  // A sentinel's state lives in its configuration file: keep it across restarts.
+  const bool keep_conf = opts_.sentinel && fs::exists(dir_ + "/redis.conf", ec);
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    if (entry.path().filename() != "redis.log.1") fs::remove_all(entry.path(), ec);
+    const auto name = entry.path().filename();
+    if (name != "redis.log.1" && !(keep_conf && name == "redis.conf")) {
+      fs::remove_all(entry.path(), ec);
+    }
   }
-  std::string conf;
-  for (const auto& line : opts_.config_lines) conf += line + "\n";
-  write_file(dir_ + "/redis.conf", conf);
+  if (!keep_conf) {
+    std::string conf;
+    for (const auto& line : opts_.config_lines) conf += line + "\n";
+    write_file(dir_ + "/redis.conf", conf);
+  }
   if (!opts_.acl_file_contents.empty()) {
     std::string acl = opts_.acl_file_contents;
     if (acl.back() != '\n') acl += '\n';
@@ -199,6 +219,7 @@ std::vector<std::string> redis_server::build_argv() const {
   const std::string plain =
       std::to_string(opts_.tls ? (opts_.tls_plain_admin_port ? admin_port_ : 0) : port_);
   std::vector<std::string> a{executable_, dir_ + "/redis.conf"};
+  if (opts_.sentinel) a.emplace_back("--sentinel");
   a.insert(a.end(),
            {"--port", plain, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
             dir_, "--daemonize", "no", "--logfile", log_path(), "--enable-debug-command", "local"});
@@ -234,7 +255,17 @@ bool redis_server::launch(clock_type::time_point deadline) {
   unique_fd out{
       ::open((dir_ + "/redis.stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
   if (out.get() < 0) throw_errno("open " + dir_ + "/redis.stdout", errno);
-  pid_ = spawn(executable_, build_argv(), out.get());
+  if (opts_.clock_file.empty()) {
+    pid_ = spawn(executable_, build_argv(), out.get());
+  } else {
+    // env(1) sets the child's environment and execs the server in place (same pid), so the
+    // fork in spawn() stays as it is for every other server.
+    std::vector<std::string> argv{"env", "LD_PRELOAD=" + clock_shim_path(),
+                                  "DLOCK_CLOCK_SHIM_FILE=" + opts_.clock_file};
+    const auto server = build_argv();
+    argv.insert(argv.end(), server.begin(), server.end());
+    pid_ = spawn(resolve_executable("env"), argv, out.get());
+  }
   out.reset();
   paused_ = false;
   try {

@@ -72,6 +72,15 @@ struct redis_server_options {
   bool tls_plain_admin_port = false;    // TLS servers: also listen in plain text on
                                         // plain_port(), used by command() and readiness
 
+  std::string clock_file{};  // non-empty: the server runs with the fake-clock shim LD_PRELOADed,
+                             // reading its wall clock from this file (fake_clock.hpp)
+
+  // Sentinel mode (`--sentinel`; the configuration file is redis.conf in dir()). Sentinel
+  // rewrites that file with what it learns, so it is written from config_lines at the first
+  // start only and kept across restarts, like a real sentinel's state.
+  bool sentinel = false;
+  std::uint16_t port = 0;  // non-zero: this port (retried while taken), else a free one
+
   std::chrono::milliseconds start_timeout{10000};  // until the server answers
   std::string executable{};  // empty: $DLOCK_REDIS_SERVER, else redis-server from PATH
 
@@ -130,6 +139,10 @@ class redis_server {
   void start();
   // stop() then start().
   void restart();
+  // stop(), then start() with `opts` on the same port(s), e.g. with a clock_file added. `opts`
+  // must keep the TLS settings that chose the ports (tls, tls_plain_admin_port): throws
+  // std::invalid_argument otherwise.
+  void restart(redis_server_options opts);
 
   // One command over a fresh plain connection (see send_command for the reply rendering),
   // authenticated with the server's credentials (requirepass or admin_username/password).
