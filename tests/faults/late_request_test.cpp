@@ -26,11 +26,10 @@
 
 using namespace std::chrono_literals;
 using dlock::test::direction;
+using dlock::test::holder_params;
 using dlock::test::wait_until;
 
 namespace {
-
-const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=300ms";
 
 // A server, the holder's client through the proxy, an observer connected directly.
 struct late_lab {

@@ -31,6 +31,7 @@ using dlock::faults::measured;
 using dlock::test::config_for;
 using dlock::test::config_through;
 using dlock::test::direction;
+using dlock::test::holder_params;
 using dlock::test::ms_between;
 using dlock::test::none_of_ours;
 using dlock::test::steady;
@@ -45,7 +46,6 @@ constexpr auto lease = 900ms;
 // renewal_schedule::drift: lease/100 + 2 ms.
 constexpr auto drift = 11ms;
 // The holder through the proxy: 900 ms watchdog lease, 300 ms command and connect timeouts.
-const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=300ms";
 
 const char* name_of(direction d) {
   switch (d) {

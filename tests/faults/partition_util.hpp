@@ -29,6 +29,9 @@ inline long long ms_between(steady::time_point from, steady::time_point to) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
 
+// The holder's settings in the partition scenarios: short watchdog lease, timeouts well under it.
+inline const std::string holder_params = "watchdog=900ms&timeout=300ms&connect_timeout=300ms";
+
 // A config that connects through `proxy` (URI query `extra`), reconnecting within 10-100 ms.
 inline dlock::config config_through(const tcp_proxy& proxy, const std::string& extra) {
   auto cfg = dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(proxy.port()) +

@@ -16,21 +16,16 @@
 
 #include "support/cluster_view.hpp"
 #include "support/redis_cluster.hpp"
+#include "test_util.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
 using dlock::test::redis_cluster;
+using dlock::test::report_timing;
+using dlock::test::since;
 using steady = std::chrono::steady_clock;
-
-std::chrono::milliseconds since(steady::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t);
-}
-
-void report(const std::string& what, std::chrono::milliseconds took) {
-  std::cout << "[ timing   ] " << what << ": " << took.count() << " ms" << std::endl;
-}
 
 std::string address(const redis_cluster& cluster, std::size_t i) {
   return "127.0.0.1:" + std::to_string(cluster.node(i).port());
@@ -71,7 +66,7 @@ void expect_full_coverage(const redis_cluster& cluster) {
 TEST(cluster_fixture, three_masters_with_a_replica_each_serve_every_slot_and_redirect) {
   const auto started = steady::now();
   redis_cluster cluster;
-  report("start (6 nodes, create, all agree)", since(started));
+  report_timing("start (6 nodes, create, all agree)", since(started));
 
   ASSERT_EQ(cluster.size(), 6u);
   const auto masters = cluster.masters();
@@ -127,7 +122,7 @@ TEST(cluster_fixture, by_hand_migration_gives_ask_and_tryagain_until_setslot_nod
   const auto resumed = steady::now();
   cluster.migrate_keys(slot, from, to, {b});
   cluster.migrate_slot_end(slot, to);
-  report("migration of one slot (begin, 2 MIGRATEs, end, all agree)", half + since(resumed));
+  report_timing("migration of one slot (begin, 2 MIGRATEs, end, all agree)", half + since(resumed));
   EXPECT_EQ(cluster.master_of(slot), to);
   for (std::size_t i = 0; i < cluster.size(); ++i) {
     EXPECT_EQ(dlock::test::slot_owner(cluster.view(i), slot), cluster.id(to)) << "node " << i;
@@ -148,7 +143,7 @@ TEST(cluster_fixture, failover_kill_promotion_rejoin_and_whole_cluster_restart) 
   // Graceful failover: the replica takes over, with the data; the old master follows it.
   auto started = steady::now();
   cluster.failover(second);
-  report("CLUSTER FAILOVER until all agree", since(started));
+  report_timing("CLUSTER FAILOVER until all agree", since(started));
   EXPECT_EQ(cluster.master_of(slot), second);
   EXPECT_EQ(cluster.replicas_of(second), std::vector<std::size_t>{first});
   EXPECT_EQ(cluster.node(second).command({"GET", key}), "v");
@@ -159,7 +154,7 @@ TEST(cluster_fixture, failover_kill_promotion_rejoin_and_whole_cluster_restart) 
   cluster.kill(second);
   const auto promoted = cluster.wait_for_promotion_of_replica_of(second);
   const auto took = since(started);
-  report("kill -9 of a master until its replica is promoted and all agree", took);
+  report_timing("kill -9 of a master until its replica is promoted and all agree", took);
   EXPECT_EQ(promoted, first);
   EXPECT_LE(took, cluster.options().node_timeout + 3s);
   EXPECT_EQ(cluster.master_of(slot), first);
@@ -168,14 +163,14 @@ TEST(cluster_fixture, failover_kill_promotion_rejoin_and_whole_cluster_restart) 
   // The killed node comes back (same ports, same nodes.conf) as the new master's replica.
   started = steady::now();
   cluster.restart_node(second);
-  report("restart of the killed node until it rejoined as a replica", since(started));
+  report_timing("restart of the killed node until it rejoined as a replica", since(started));
   EXPECT_EQ(cluster.replicas_of(first), std::vector<std::size_t>{second});
 
   // Whole-cluster restart: same node IDs, roles and slots (nodes.conf kept); the data is gone.
   const auto masters = cluster.masters();
   started = steady::now();
   cluster.restart_all();
-  report("restart_all until cluster_state:ok and all agree", since(started));
+  report_timing("restart_all until cluster_state:ok and all agree", since(started));
   for (std::size_t i = 0; i < cluster.size(); ++i) {
     EXPECT_EQ(cluster.node(i).command({"CLUSTER", "MYID"}), cluster.id(i)) << "node " << i;
     EXPECT_NE(cluster.node(i).command({"CLUSTER", "INFO"}).find("cluster_state:ok"),

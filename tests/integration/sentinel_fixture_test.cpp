@@ -12,26 +12,21 @@
 #include <vector>
 
 #include "support/redis_sentinel.hpp"
+#include "test_util.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
 using dlock::test::command_options;
+using dlock::test::report_timing;
 using dlock::test::send_command;
 using dlock::test::sentinel_group;
 using dlock::test::sentinel_group_options;
+using dlock::test::since;
 using steady = std::chrono::steady_clock;
 
 constexpr auto failover_bound = 10s;  // measured 1.1-2.4 s (TOPOLOGY.md); generous for CI
-
-std::chrono::milliseconds since(steady::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t);
-}
-
-void report(const std::string& what, std::chrono::milliseconds took) {
-  std::cout << "[ timing   ] " << what << ": " << took.count() << " ms" << std::endl;
-}
 
 std::string addr_reply(std::uint16_t port) { return "[127.0.0.1, " + std::to_string(port) + "]"; }
 
@@ -55,7 +50,7 @@ bool replicated(const sentinel_group& g, const std::string& key, const std::stri
 TEST(sentinel_fixture, comes_up_replicates_survives_a_partition_and_fails_over_on_kill9) {
   const auto started = steady::now();
   sentinel_group g{sentinel_group_options{.proxied_sentinels = {2}}};
-  report("start (1 master, 2 replicas, 3 sentinels, all discovered)", since(started));
+  report_timing("start (1 master, 2 replicas, 3 sentinels, all discovered)", since(started));
 
   // The initial master, as every sentinel reports it, with both replicas and two peers each.
   const auto old = g.master_port();
@@ -92,7 +87,7 @@ TEST(sentinel_fixture, comes_up_replicates_survives_a_partition_and_fails_over_o
   const auto killed = steady::now();
   g.node(old).kill9();
   const auto now = g.wait_new_master(old, failover_bound);
-  report("kill -9 of the master -> new master (majority + ROLE)", since(killed));
+  report_timing("kill -9 of the master -> new master (majority + ROLE)", since(killed));
   EXPECT_NE(now, old);
   EXPECT_EQ(g.master_port(), now);
   EXPECT_EQ(g.node(now).command({"SET", "fixture:k", "v2"}), "+OK");
@@ -125,7 +120,7 @@ TEST(sentinel_fixture, acl_data_nodes_and_a_password_sentinel_fail_over_on_reque
   const auto asked = steady::now();
   EXPECT_EQ(g.failover(), old);
   const auto now = g.wait_new_master(old, failover_bound);
-  report("SENTINEL FAILOVER -> new master", since(asked));
+  report_timing("SENTINEL FAILOVER -> new master", since(asked));
   EXPECT_NE(now, old);
   g.wait_replicas_online(1, failover_bound);
   ASSERT_EQ(g.node(now).command({"SET", "fixture:k", "v"}), "+OK");
@@ -161,7 +156,7 @@ TEST(sentinel_fixture, held_replication_then_kill9_loses_the_write_double_grant)
   const auto killed = steady::now();
   g.node(old).kill9();
   const auto now = g.wait_new_master(old, failover_bound);
-  report("kill -9 of a proxied master -> new master", since(killed));
+  report_timing("kill -9 of a proxied master -> new master", since(killed));
   EXPECT_EQ(g.node(now).command({"GET", "fixture:lock"}), "$-1");
   EXPECT_EQ(g.node(now).command({"SET", "fixture:lock", "holder-2", "NX"}), "+OK");
 }

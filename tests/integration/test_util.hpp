@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -17,6 +18,15 @@
 #include "support/redis_server.hpp"
 
 namespace dlock::test {
+
+// Milliseconds since `t`, and a "[ timing ]" line with such a figure (fixture tests).
+inline std::chrono::milliseconds since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t);
+}
+inline void report_timing(const std::string& what, std::chrono::milliseconds took) {
+  std::cout << "[ timing   ] " << what << ": " << took.count() << " ms" << std::endl;
+}
 
 // Collects values from any thread; tests wait (bounded) for a condition over them.
 template <class T>

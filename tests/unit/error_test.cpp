@@ -195,8 +195,7 @@ TEST(error_category, every_code_has_its_own_message) {
     EXPECT_TRUE(seen.insert(msg).second) << "duplicate message: " << msg;
   }
   EXPECT_EQ(dlock::error_category().message(0), unknown);
-  EXPECT_EQ(dlock::error_category().message(static_cast<int>(errc::unknown_master) + 1),
-            unknown);
+  EXPECT_EQ(dlock::error_category().message(static_cast<int>(errc::unknown_master) + 1), unknown);
 }
 
 TEST(error_code, compares_with_errc) {

@@ -16,7 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 using dlock::detail::renewal_schedule;
 using clock_type = renewal_schedule::clock;
-using id = renewal_schedule::id;
+using hold_id = renewal_schedule::id;
 using time_point = clock_type::time_point;
 
 const time_point t0 = time_point{} + 1000h;
@@ -31,12 +31,12 @@ TEST(renewal_schedule_check, an_answered_check_schedules_the_next_a_third_later)
   renewal_schedule s;
   s.add(1, t0, lease, false);
   const time_point sent = t0 + third;
-  ASSERT_EQ(s.take_renewals(sent, no_slack, 100, check), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(sent, no_slack, 100, check), std::vector<hold_id>{1});
   s.checked(1, sent, 20'000);  // 30 s - 10 s left
   EXPECT_EQ(s.trusted_until(1), t0 + lease - 302ms);
   EXPECT_EQ(s.due(1), sent + third);
   EXPECT_TRUE(s.take_renewals(sent + third - 1ns, no_slack, 100, check).empty());
-  EXPECT_EQ(s.take_renewals(sent + third, no_slack, 100, check), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(sent + third, no_slack, 100, check), std::vector<hold_id>{1});
 }
 
 TEST(renewal_schedule_check, checked_caps_trust_at_sent_plus_pttl_minus_drift) {
@@ -46,7 +46,7 @@ TEST(renewal_schedule_check, checked_caps_trust_at_sent_plus_pttl_minus_drift) {
   EXPECT_EQ(s.trusted_until(1), t0 + 1s + 5s - 302ms);  // drift of the hold's lease, not the PTTL's
   EXPECT_EQ(s.due(1), t0 + 6s - 302ms) << "an explicit lease cannot be renewed: it ends";
   EXPECT_TRUE(s.take_expired(t0 + 6s - 302ms - 1ns).empty());
-  EXPECT_EQ(s.take_expired(t0 + 6s - 302ms), std::vector<id>{1});
+  EXPECT_EQ(s.take_expired(t0 + 6s - 302ms), std::vector<hold_id>{1});
 }
 
 TEST(renewal_schedule_check, checked_never_raises_trust) {
@@ -66,7 +66,7 @@ TEST(renewal_schedule_check, pttl_minus_one_changes_no_trust) {
   renewal_schedule s;
   s.add(1, t0, lease, false);
   s.add(2, t0, lease, true);
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<hold_id>{1});
   s.checked(1, t0 + third, -1);  // a key with no expiry
   s.checked(2, t0 + 1s, -1);
   EXPECT_EQ(s.trusted_until(1), t0 + lease - 302ms);
@@ -80,7 +80,7 @@ TEST(renewal_schedule_check, pttl_zero_ends_trust_at_once) {
   s.add(1, t0, lease, false);
   s.checked(1, t0 + 5s, 0);
   EXPECT_EQ(s.trusted_until(1), t0 + 5s - 302ms);
-  EXPECT_EQ(s.take_expired(t0 + 5s), std::vector<id>{1});
+  EXPECT_EQ(s.take_expired(t0 + 5s), std::vector<hold_id>{1});
 }
 
 TEST(renewal_schedule_check, a_stale_check_does_not_move_the_next_one_earlier) {
@@ -101,7 +101,7 @@ TEST(renewal_schedule_check, a_watchdog_hold_capped_before_its_renewal_is_due_at
   EXPECT_EQ(s.due(1), t0 + 1s) << "renewal moved to the check's send time";
   EXPECT_EQ(s.next_due(), t0 + 1s);
   EXPECT_TRUE(s.take_renewals(t0 + 1s, no_slack, 100, check).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 1s, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(t0 + 1s, no_slack, 100, renew), std::vector<hold_id>{1});
   s.confirmed(1, t0 + 1s);  // the renewal sets a full lease again
   EXPECT_EQ(s.trusted_until(1), t0 + 1s + lease - 302ms);
   EXPECT_EQ(s.due(1), t0 + 1s + third);
@@ -114,7 +114,7 @@ TEST(renewal_schedule_check, a_watchdog_hold_capped_after_its_renewal_keeps_its_
   EXPECT_EQ(s.trusted_until(1), t0 + 1s + 15s - 302ms);  // +15.698 s
   EXPECT_EQ(s.due(1), t0 + 1s + third);                  // +11 s: before it
   EXPECT_TRUE(s.take_renewals(t0 + 11s - 1ns, no_slack, 100, renew).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 11s, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(t0 + 11s, no_slack, 100, renew), std::vector<hold_id>{1});
 }
 
 TEST(renewal_schedule_check, a_watchdog_hold_capped_exactly_at_its_renewal_is_due_at_once) {
@@ -127,11 +127,11 @@ TEST(renewal_schedule_check, a_watchdog_hold_capped_exactly_at_its_renewal_is_du
 
 TEST(renewal_schedule_check, checks_and_renewals_go_in_separate_batches) {
   renewal_schedule s;
-  for (id h = 1; h <= 6; ++h) s.add(h, t0 + std::chrono::milliseconds{h}, lease, h % 2 == 0);
+  for (hold_id h = 1; h <= 6; ++h) s.add(h, t0 + std::chrono::milliseconds{h}, lease, h % 2 == 0);
   const time_point now = t0 + third + 6ms;
-  EXPECT_EQ(s.take_renewals(now, no_slack, 100, renew), (std::vector<id>{2, 4, 6}));
-  EXPECT_EQ(s.take_renewals(now, no_slack, 2, check), (std::vector<id>{1, 3}));
-  EXPECT_EQ(s.take_renewals(now, no_slack, 2, check), std::vector<id>{5});
+  EXPECT_EQ(s.take_renewals(now, no_slack, 100, renew), (std::vector<hold_id>{2, 4, 6}));
+  EXPECT_EQ(s.take_renewals(now, no_slack, 2, check), (std::vector<hold_id>{1, 3}));
+  EXPECT_EQ(s.take_renewals(now, no_slack, 2, check), std::vector<hold_id>{5});
   EXPECT_TRUE(s.take_renewals(now, no_slack, 100, check).empty());
   EXPECT_TRUE(s.take_renewals(now, no_slack, 100, renew).empty());
 }
@@ -158,7 +158,7 @@ TEST(renewal_schedule_review, confirming_an_explicit_lease_never_makes_it_renewa
   s.failed(1, t0 + 250ms);
   EXPECT_TRUE(s.take_renewals(t0 + 10s, 1s, 100, renew).empty());
   EXPECT_EQ(s.next_due(), t0 + 250ms) << "a failed check is retried";
-  EXPECT_EQ(s.take_renewals(t0 + 250ms, no_slack, 100, check), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(t0 + 250ms, no_slack, 100, check), std::vector<hold_id>{1});
   EXPECT_EQ(s.next_due(), s.trusted_until(1));
 }
 
@@ -173,12 +173,12 @@ TEST(renewal_schedule_review, snapshot_and_restore_put_a_hold_back_as_it_was) {
   s.restore(7, *saved);
   EXPECT_TRUE(s.renews(7));
   EXPECT_EQ(s.trusted_until(7), renewal_schedule::trusted_until(t0, 30s));
-  EXPECT_EQ(s.take_renewals(t0 + 10s, no_slack, 100, renew), std::vector<id>{7});
+  EXPECT_EQ(s.take_renewals(t0 + 10s, no_slack, 100, renew), std::vector<hold_id>{7});
   // A snapshot taken while in flight comes back out of flight: its renewal can go again.
   auto in_flight = s.snapshot(7);
   s.remove(7);
   s.restore(7, *in_flight);
-  EXPECT_EQ(s.take_renewals(t0 + 10s, no_slack, 100, renew), std::vector<id>{7});
+  EXPECT_EQ(s.take_renewals(t0 + 10s, no_slack, 100, renew), std::vector<hold_id>{7});
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ namespace {
 using namespace std::chrono_literals;
 using dlock::detail::renewal_schedule;
 using clock_type = renewal_schedule::clock;
-using id = renewal_schedule::id;
+using hold_id = renewal_schedule::id;
 using time_point = clock_type::time_point;
 
 // An arbitrary origin, far from the clock's epoch so that earlier times are representable.
@@ -33,7 +33,7 @@ constexpr clock_type::duration no_slack = 0s;
 constexpr bool renew = true;
 constexpr bool check = false;
 
-std::vector<id> sorted(std::vector<id> v) {
+std::vector<hold_id> sorted(std::vector<hold_id> v) {
   std::sort(v.begin(), v.end());
   return v;
 }
@@ -80,7 +80,7 @@ TEST(renewal_schedule, add_with_renew_schedules_renewal_at_a_third_of_the_lease)
   EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, no_slack, 100, renew).empty());
   EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100, check).empty()) << "renewed, not checked";
   EXPECT_TRUE(s.renews(7));
-  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{7});
+  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<hold_id>{7});
 }
 
 // An explicit lease is never renewed, but checked every third of its lease like a watchdog hold
@@ -95,7 +95,7 @@ TEST(renewal_schedule, add_without_renew_is_checked_at_a_third_of_the_lease) {
 
   EXPECT_TRUE(s.take_renewals(t0 + third - 1ns, no_slack, 100, check).empty());
   EXPECT_TRUE(s.take_renewals(t0 + lease, lease, 100, renew).empty()) << "never renewed";
-  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<id>{7});
+  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<hold_id>{7});
   EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100, check).empty()) << "in flight";
   EXPECT_EQ(s.next_due(), t0 + lease - 302ms) << "in flight: only its end is left to watch";
 }
@@ -108,11 +108,11 @@ TEST(renewal_schedule, top_up_takes_holds_not_yet_due_earliest_first) {
   s.add(4, t0 + 5s, lease, true);     // due far later than the top-up's slack
   s.add(5, t0 + 50ms, lease, false);  // never renewed (checked: another batch)
   EXPECT_TRUE(s.take_renewals(t0, third, 100, renew).empty()) << "nothing due now";
-  EXPECT_EQ(s.take_renewals(t0, third + 1s, 2, renew, true), (std::vector<id>{1, 3}))
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 2, renew, true), (std::vector<hold_id>{1, 3}))
       << "earliest first";
-  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, renew, true), (std::vector<id>{2}))
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, renew, true), (std::vector<hold_id>{2}))
       << "in flight: not again";
-  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, check, true), (std::vector<id>{5}))
+  EXPECT_EQ(s.take_renewals(t0, third + 1s, 100, check, true), (std::vector<hold_id>{5}))
       << "checks apart";
 }
 
@@ -120,12 +120,12 @@ TEST(renewal_schedule, an_explicit_lease_with_no_check_answered_expires) {
   renewal_schedule s;
   s.add(7, t0, lease, false);
   const time_point trusted = t0 + lease - 302ms;
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<id>{7});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, check), std::vector<hold_id>{7});
   EXPECT_EQ(s.next_due(), trusted);  // the check is in flight: the next event is its expiry
 
   EXPECT_TRUE(s.take_expired(trusted - 1ns).empty());
   EXPECT_TRUE(s.contains(7));
-  EXPECT_EQ(s.take_expired(trusted), std::vector<id>{7});
+  EXPECT_EQ(s.take_expired(trusted), std::vector<hold_id>{7});
   EXPECT_FALSE(s.contains(7));
   EXPECT_EQ(s.size(), 0u);
   EXPECT_EQ(s.trusted_until(7), std::nullopt);
@@ -152,35 +152,35 @@ TEST(renewal_schedule, once_the_earliest_is_due_all_due_within_slack_go_sorted_b
   s.add(5, t0 + 6s, lease, true);   // due +16 s: beyond the slack
   s.add(99, t0, lease, false);      // never renewed: checked in a batch of its own
 
-  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100, renew), (std::vector<id>{30, 20, 10, 40}));
-  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100, check), std::vector<id>{99});
+  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100, renew), (std::vector<hold_id>{30, 20, 10, 40}));
+  EXPECT_EQ(s.take_renewals(t0 + third, 5s, 100, check), std::vector<hold_id>{99});
   // Those are in flight now; the remaining one is not due yet.
   EXPECT_TRUE(s.take_renewals(t0 + third, 5s, 100, renew).empty());
   EXPECT_TRUE(s.take_renewals(t0 + 16s - 1ns, 5s, 100, renew).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 16s, 5s, 100, renew), std::vector<id>{5});
+  EXPECT_EQ(s.take_renewals(t0 + 16s, 5s, 100, renew), std::vector<hold_id>{5});
 }
 
 TEST(renewal_schedule, batch_takes_the_earliest_due_up_to_max) {
   renewal_schedule s;
-  for (id h = 1; h <= 5; ++h) s.add(h, t0 + std::chrono::seconds{6 - h}, lease, true);
+  for (hold_id h = 1; h <= 5; ++h) s.add(h, t0 + std::chrono::seconds{6 - h}, lease, true);
   // Due times: 5 → +11 s, 4 → +12 s, 3 → +13 s, 2 → +14 s, 1 → +15 s.
-  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), (std::vector<id>{5, 4}));
-  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), (std::vector<id>{3, 2}));
-  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), (std::vector<hold_id>{5, 4}));
+  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), (std::vector<hold_id>{3, 2}));
+  EXPECT_EQ(s.take_renewals(t0 + 15s, no_slack, 2, renew), std::vector<hold_id>{1});
   EXPECT_TRUE(s.take_renewals(t0 + 15s, no_slack, 2, renew).empty());
 }
 
 TEST(renewal_schedule, holds_due_together_go_in_batches_of_max_and_in_flight_ones_are_not_retaken) {
   renewal_schedule s;
-  for (id h = 0; h < 250; ++h) s.add(h, t0, lease, true);
+  for (hold_id h = 0; h < 250; ++h) s.add(h, t0, lease, true);
   const time_point now = t0 + third;
 
-  std::set<id> taken;
+  std::set<hold_id> taken;
   std::vector<std::size_t> batches;
   for (int i = 0; i < 4; ++i) {
     const auto batch = s.take_renewals(now, lease / 6, 100, renew);
     batches.push_back(batch.size());
-    for (id h : batch) EXPECT_TRUE(taken.insert(h).second) << "taken twice: " << h;
+    for (hold_id h : batch) EXPECT_TRUE(taken.insert(h).second) << "taken twice: " << h;
   }
   EXPECT_EQ(batches, (std::vector<std::size_t>{100, 100, 50, 0}));
   EXPECT_EQ(taken.size(), 250u);
@@ -195,22 +195,22 @@ TEST(renewal_schedule, holds_due_together_go_in_batches_of_max_and_in_flight_one
   s.confirmed(0, now);
   s.failed(1, now + 1s);
   EXPECT_EQ(s.next_due(), now + 1s);
-  EXPECT_EQ(s.take_renewals(now + 1s, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(now + 1s, no_slack, 100, renew), std::vector<hold_id>{1});
   EXPECT_TRUE(s.take_renewals(now + third - 1ns, no_slack, 100, renew).empty());
-  EXPECT_EQ(s.take_renewals(now + third, no_slack, 100, renew), std::vector<id>{0});
+  EXPECT_EQ(s.take_renewals(now + third, no_slack, 100, renew), std::vector<hold_id>{0});
 }
 
 TEST(renewal_schedule, confirmed_moves_trust_and_next_renewal_from_the_send_time) {
   renewal_schedule s;
   s.add(1, t0, lease, true);
   const time_point sent = t0 + third;
-  ASSERT_EQ(s.take_renewals(sent, no_slack, 100, renew), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(sent, no_slack, 100, renew), std::vector<hold_id>{1});
   // The reply comes later; what counts is when the renewal was sent.
   s.confirmed(1, sent);
   EXPECT_EQ(s.trusted_until(1), sent + lease - 302ms);
   EXPECT_EQ(s.next_due(), sent + third);
   EXPECT_TRUE(s.take_renewals(sent + third - 1ns, no_slack, 100, renew).empty());
-  EXPECT_EQ(s.take_renewals(sent + third, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(sent + third, no_slack, 100, renew), std::vector<hold_id>{1});
 }
 
 TEST(renewal_schedule, an_older_confirmation_does_not_shorten_trust) {
@@ -246,14 +246,14 @@ TEST(renewal_schedule, confirmation_uses_the_lease_the_hold_was_added_with) {
 TEST(renewal_schedule, failed_retries_at_the_given_time) {
   renewal_schedule s;
   s.add(1, t0, lease, true);
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<hold_id>{1});
   EXPECT_TRUE(s.take_renewals(t0 + third, no_slack, 100, renew).empty());  // in flight
 
   s.failed(1, t0 + 12s);
   EXPECT_EQ(s.trusted_until(1), t0 + lease - 302ms);  // a failure does not extend trust
   EXPECT_EQ(s.next_due(), t0 + 12s);
   EXPECT_TRUE(s.take_renewals(t0 + 12s - 1ns, no_slack, 100, renew).empty());
-  EXPECT_EQ(s.take_renewals(t0 + 12s, no_slack, 100, renew), std::vector<id>{1});
+  EXPECT_EQ(s.take_renewals(t0 + 12s, no_slack, 100, renew), std::vector<hold_id>{1});
 }
 
 TEST(renewal_schedule, take_expired_removes_holds_past_their_trusted_time) {
@@ -264,11 +264,11 @@ TEST(renewal_schedule, take_expired_removes_holds_past_their_trusted_time) {
   const time_point trusted1 = t0 + lease - 302ms;
 
   EXPECT_TRUE(s.take_expired(trusted1 - 1ns).empty());
-  EXPECT_EQ(s.take_expired(trusted1), std::vector<id>{1});
+  EXPECT_EQ(s.take_expired(trusted1), std::vector<hold_id>{1});
   EXPECT_EQ(s.size(), 2u);
   // Several at once, leaving the others.
   s.add(4, t0 + 1h, lease, true);
-  EXPECT_EQ(sorted(s.take_expired(t0 + 2s + lease)), (std::vector<id>{2, 3}));
+  EXPECT_EQ(sorted(s.take_expired(t0 + 2s + lease)), (std::vector<hold_id>{2, 3}));
   EXPECT_EQ(s.size(), 1u);
   EXPECT_TRUE(s.contains(4));
 }
@@ -276,12 +276,12 @@ TEST(renewal_schedule, take_expired_removes_holds_past_their_trusted_time) {
 TEST(renewal_schedule, an_unconfirmed_renewal_does_not_save_a_hold_from_expiry) {
   renewal_schedule s;
   s.add(1, t0, lease, true);
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<hold_id>{1});
   const time_point trusted = t0 + lease - 302ms;
   // In flight: its renewal time no longer counts, its deadline still does.
   EXPECT_EQ(s.next_due(), trusted);
   EXPECT_TRUE(s.take_expired(trusted - 1ns).empty());
-  EXPECT_EQ(s.take_expired(trusted), std::vector<id>{1});
+  EXPECT_EQ(s.take_expired(trusted), std::vector<hold_id>{1});
   EXPECT_FALSE(s.contains(1));
 
   // A confirmation (or failure) arriving after the deadline does not bring it back.
@@ -298,10 +298,10 @@ TEST(renewal_schedule, next_due_is_the_earliest_renewal_check_or_deadline) {
   s.add(2, t0, 60s, false);      // check +20 s, trusted +59.398 s
   s.add(3, t0 + 5s, 6s, false);  // check +7 s, trusted +5 s + 6 s - 62 ms = +10.938 s
   EXPECT_EQ(s.next_due(), t0 + 7s);
-  ASSERT_EQ(s.take_renewals(t0 + 7s, no_slack, 100, check), std::vector<id>{3});
+  ASSERT_EQ(s.take_renewals(t0 + 7s, no_slack, 100, check), std::vector<hold_id>{3});
   EXPECT_EQ(s.next_due(), t0 + third);
 
-  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{1});
+  ASSERT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<hold_id>{1});
   // 1 is in flight: its deadline counts, not its renewal; 3's deadline is earlier.
   EXPECT_EQ(s.next_due(), t0 + 11s - 62ms);
   s.remove(3);
@@ -310,7 +310,7 @@ TEST(renewal_schedule, next_due_is_the_earliest_renewal_check_or_deadline) {
   EXPECT_EQ(s.next_due(), t0 + 10s + 500ms);
   s.remove(1);
   EXPECT_EQ(s.next_due(), t0 + 20s);
-  ASSERT_EQ(s.take_renewals(t0 + 20s, no_slack, 100, check), std::vector<id>{2});
+  ASSERT_EQ(s.take_renewals(t0 + 20s, no_slack, 100, check), std::vector<hold_id>{2});
   EXPECT_EQ(s.next_due(), t0 + 60s - 602ms);
   s.remove(2);
   EXPECT_EQ(s.next_due(), std::nullopt);
@@ -332,7 +332,7 @@ TEST(renewal_schedule, remove_forgets_a_hold) {
   EXPECT_TRUE(s.contains(2));
   EXPECT_EQ(s.size(), 1u);
   EXPECT_EQ(s.trusted_until(1), std::nullopt);
-  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<id>{2});
+  EXPECT_EQ(s.take_renewals(t0 + third, no_slack, 100, renew), std::vector<hold_id>{2});
   s.remove(2);  // while in flight
   EXPECT_EQ(s.size(), 0u);
   s.confirmed(2, t0 + third);  // its reply comes after the release: ignored
@@ -373,7 +373,7 @@ TEST(renewal_schedule, ten_thousand_holds_are_kept_alive_in_about_a_hundred_batc
     const auto period = static_cast<std::size_t>((now - start) / third);
     ASSERT_LT(period, batches.size());
     ++batches[period];
-    for (id h : batch) {
+    for (hold_id h : batch) {
       least_margin = std::min(least_margin, *s.trusted_until(h) - now);
       s.confirmed(h, now);
       ++renewals[h];
@@ -412,16 +412,18 @@ TEST(renewal_schedule, take_renewals_of_claims_the_due_candidates_only) {
   s.add(4, t0, lease, false);        // an explicit lease: checked, not renewed
   s.add(5, t0 + 1s, lease, renew);   // due at t0 + 11 s, but already in flight
   ASSERT_EQ(s.take_renewals_of({5}, t0 + third, no_slack, 100, renew).size(), 0u);
-  ASSERT_EQ(s.take_renewals_of({5}, t0 + 11s, no_slack, 100, renew), std::vector<id>{5});
-  const std::vector<id> candidates{3, 2, 99, 1, 4, 5};
-  EXPECT_EQ(s.take_renewals_of(candidates, t0 + third, third, 100, renew), (std::vector<id>{1, 2}));
+  ASSERT_EQ(s.take_renewals_of({5}, t0 + 11s, no_slack, 100, renew), std::vector<hold_id>{5});
+  const std::vector<hold_id> candidates{3, 2, 99, 1, 4, 5};
+  EXPECT_EQ(s.take_renewals_of(candidates, t0 + third, third, 100, renew),
+            (std::vector<hold_id>{1, 2}));
   EXPECT_TRUE(s.take_renewals_of(candidates, t0 + third, third, 100, renew).empty())
       << "both are in flight now";
   s.confirmed(1, t0 + third);
   s.confirmed(2, t0 + third);
-  EXPECT_EQ(s.take_renewals_of(candidates, t0 + 2 * third, third, 1, renew), std::vector<id>{1})
+  EXPECT_EQ(s.take_renewals_of(candidates, t0 + 2 * third, third, 1, renew),
+            std::vector<hold_id>{1})
       << "at most max_batch, earliest first";
-  EXPECT_EQ(s.take_renewals_of(candidates, t0, lease, 100, check), std::vector<id>{4});
+  EXPECT_EQ(s.take_renewals_of(candidates, t0, lease, 100, check), std::vector<hold_id>{4});
 }
 
 }  // namespace

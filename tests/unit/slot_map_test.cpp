@@ -211,11 +211,11 @@ TEST(parse_redirect, other_errors_and_garbage_are_not_redirections) {
 
 using clock_type = redirects::clock;
 using kind = redirects::action::kind;
-const clock_type::time_point t0{};
+const clock_type::time_point at0{};
 
 TEST(redirects, moved_updates_the_map_and_sends_at_once) {
-  redirects r{t0 + std::chrono::seconds{1}};
-  const auto a = r.on_error("MOVED 12 10.0.0.2:7001", asked, t0);
+  redirects r{at0 + std::chrono::seconds{1}};
+  const auto a = r.on_error("MOVED 12 10.0.0.2:7001", asked, at0);
   EXPECT_EQ(a.what, kind::send);
   EXPECT_TRUE(a.moved);
   EXPECT_TRUE(a.refresh);
@@ -225,13 +225,13 @@ TEST(redirects, moved_updates_the_map_and_sends_at_once) {
 }
 
 TEST(redirects, an_empty_host_is_the_node_that_answered) {
-  redirects r{t0 + std::chrono::seconds{1}};
-  EXPECT_EQ(r.on_error("ASK 12 :7001", asked, t0).to, (endpoint{"10.0.0.1", 7001}));
+  redirects r{at0 + std::chrono::seconds{1}};
+  EXPECT_EQ(r.on_error("ASK 12 :7001", asked, at0).to, (endpoint{"10.0.0.1", 7001}));
 }
 
 TEST(redirects, ask_sends_asking_to_the_node_named_and_leaves_the_map) {
-  redirects r{t0 + std::chrono::seconds{1}};
-  const auto a = r.on_error("ASK 12 10.0.0.2:7001", asked, t0);
+  redirects r{at0 + std::chrono::seconds{1}};
+  const auto a = r.on_error("ASK 12 10.0.0.2:7001", asked, at0);
   EXPECT_EQ(a.what, kind::send_asking);
   EXPECT_FALSE(a.moved);
   EXPECT_FALSE(a.refresh);
@@ -239,10 +239,11 @@ TEST(redirects, ask_sends_asking_to_the_node_named_and_leaves_the_map) {
 }
 
 TEST(redirects, tryagain_backs_off_doubling_and_capped_without_a_refresh) {
-  redirects r{t0 + std::chrono::hours{1}};
+  redirects r{at0 + std::chrono::hours{1}};
   std::vector<clock_type::duration> delays;
   for (int i = 0; i < 8; ++i) {
-    const auto a = r.on_error("TRYAGAIN Multiple keys request during rehashing of slot", asked, t0);
+    const auto a =
+        r.on_error("TRYAGAIN Multiple keys request during rehashing of slot", asked, at0);
     ASSERT_EQ(a.what, kind::send);
     EXPECT_FALSE(a.refresh);
     delays.push_back(a.delay);
@@ -254,9 +255,9 @@ TEST(redirects, tryagain_backs_off_doubling_and_capped_without_a_refresh) {
 }
 
 TEST(redirects, clusterdown_backs_off_with_a_refresh_until_the_deadline) {
-  const auto deadline = t0 + std::chrono::milliseconds{100};
+  const auto deadline = at0 + std::chrono::milliseconds{100};
   redirects r{deadline};
-  auto now = t0;
+  auto now = at0;
   int sends = 0;
   for (;;) {
     const auto a = r.on_error("CLUSTERDOWN The cluster is down", asked, now);
@@ -271,17 +272,17 @@ TEST(redirects, clusterdown_backs_off_with_a_refresh_until_the_deadline) {
 }
 
 TEST(redirects, endless_redirections_are_delivered_after_the_limit) {
-  redirects r{t0 + std::chrono::hours{1}};
+  redirects r{at0 + std::chrono::hours{1}};
   for (int i = 0; i < redirects::max_redirects; ++i) {
-    EXPECT_EQ(r.on_error("MOVED 1 a:1", asked, t0).what, kind::send) << i;
+    EXPECT_EQ(r.on_error("MOVED 1 a:1", asked, at0).what, kind::send) << i;
   }
-  EXPECT_EQ(r.on_error("MOVED 1 a:1", asked, t0).what, kind::deliver);
+  EXPECT_EQ(r.on_error("MOVED 1 a:1", asked, at0).what, kind::deliver);
 }
 
 TEST(redirects, other_errors_are_delivered) {
-  redirects r{t0 + std::chrono::hours{1}};
-  EXPECT_EQ(r.on_error("ERR unknown command", asked, t0).what, kind::deliver);
-  EXPECT_EQ(r.on_error("CROSSSLOT Keys in request don't hash to the same slot", asked, t0).what,
+  redirects r{at0 + std::chrono::hours{1}};
+  EXPECT_EQ(r.on_error("ERR unknown command", asked, at0).what, kind::deliver);
+  EXPECT_EQ(r.on_error("CROSSSLOT Keys in request don't hash to the same slot", asked, at0).what,
             kind::deliver);
 }
 
