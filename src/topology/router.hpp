@@ -13,8 +13,9 @@
 // links ask the sentinels where to connect and check ROLE at every connect; when the sentinels
 // name another master (+switch-master, or a poll), both links move there at once, which makes
 // every hold be checked (on_reconnect) and every waiter re-check (resubscribed). A READONLY reply
-// (the node was demoted under the client) has the sentinels asked again and the request sent
-// again, within its own timeout: a script refused with READONLY wrote nothing.
+// (the node was demoted under the client), or a request never written because no master answered
+// (connection_refused, connect_timeout: the sentinels may still name a dead master), has the
+// sentinels asked again and the request sent again, within its own timeout: it ran nowhere.
 //
 // Runs on the client's strand; submit() and listen() may be called from any thread.
 #pragma once
@@ -121,7 +122,7 @@ class router : public std::enable_shared_from_this<router> {
     clock::time_point deadline;
     transport::reply_handler handler;
     redirects policy;
-    int read_only = 0;  // READONLY replies so far (sentinel mode)
+    int resends = 0;  // sent again because it ran nowhere (sentinel mode)
   };
   // A cluster listener: where it listens now, under which id of that node's subscriber.
   struct listening {

@@ -1,5 +1,5 @@
 // The router in sentinel mode (router.hpp): links that follow the master the sentinels name, and
-// requests sent again after a READONLY.
+// requests sent again after a READONLY or while no master answers.
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -8,9 +8,9 @@
 
 namespace dlock::topology {
 
-// A request that met READONLY waits this long (doubling) for the links to move before it goes
+// A request that ran nowhere waits this long (doubling) for the links to move before it goes
 // again: the sentinels answer in about a millisecond on a LAN.
-static constexpr std::chrono::milliseconds readonly_pause{20};
+static constexpr std::chrono::milliseconds resend_pause{20};
 
 void router::follow_sentinels() {
   std::weak_ptr<sentinels> weak = sentinels_;
@@ -30,22 +30,27 @@ void router::follow_sentinels() {
   });
 }
 
+// Never run: refused by a demoted node (READONLY), or never written while no master answered
+// (the sentinels may still name a dead one: a failover takes them seconds). Sent again within the
+// request's own timeout, once the sentinels were asked again.
+static bool ran_nowhere(std::error_code ec) {
+  return ec == errc::read_only || ec == errc::connection_refused || ec == errc::connect_timeout;
+}
+
 void router::submit_to_master(std::shared_ptr<request> req) {
   const auto left = req->deadline - clock::now();
-  single_.conn->submit(req->payload, left,
-                       [self = shared_from_this(), req](std::error_code ec, reply r) {
-                         if (ec != errc::read_only || self->stopped_)
-                           return req->handler(ec, std::move(r));
-                         self->sentinels_->rediscover();
-                         const auto pause = readonly_pause * (1 << std::min(req->read_only++, 6));
-                         if (clock::now() + pause >= req->deadline)
-                           return req->handler(ec, std::move(r));
-                         auto timer = std::make_shared<asio::steady_timer>(self->strand_, pause);
-                         timer->async_wait([self, req, timer](std::error_code) {
-                           if (self->stopped_) return req->handler(errc::shutdown, {});
-                           self->submit_to_master(req);
-                         });
-                       });
+  auto on_reply = [self = shared_from_this(), req](std::error_code ec, reply r) {
+    if (!ran_nowhere(ec) || self->stopped_) return req->handler(ec, std::move(r));
+    self->sentinels_->rediscover();
+    const auto pause = resend_pause * (1 << std::min(req->resends++, 6));
+    if (clock::now() + pause >= req->deadline) return req->handler(ec, std::move(r));
+    auto timer = std::make_shared<asio::steady_timer>(self->strand_, pause);
+    timer->async_wait([self, req, timer](std::error_code) {
+      if (self->stopped_) return req->handler(errc::shutdown, {});
+      self->submit_to_master(req);
+    });
+  };
+  single_.conn->submit(req->payload, left, std::move(on_reply));
 }
 
 std::vector<router::node_traffic> router::sentinel_traffic() const {

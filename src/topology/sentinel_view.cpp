@@ -30,17 +30,16 @@ std::size_t sentinel_view::begin_round() {
 sentinel_view::step sentinel_view::on_reply(std::size_t asked, std::error_code ec, const reply& r) {
   ++asked_;
   if (!ec) {
-    if (auto at = parse_address(r)) {
+    const auto m = parse_master(r);
+    if (m && m->epoch >= floor_) {
       preferred_ = asked;
-      return {.ask = std::nullopt, .found = std::move(at), .failed = {}};
+      return {.ask = std::nullopt, .found = m, .failed = {}};
     }
-    // A nil reply: this sentinel monitors no master of that name. Anything else is not an
-    // answer either.
-    if (r.is_nil()) {
-      unknown_ = true;
-    } else {
-      last_error_ = errc::protocol_error;
-    }
+    // An older configuration (this sentinel has not heard of the failover yet) is no answer;
+    // neither is a reply without the fields.
+    if (!m) last_error_ = errc::protocol_error;
+  } else if (r.str().find("No such master") != std::string::npos) {
+    unknown_ = true;  // this sentinel monitors no master of that name
   } else {
     last_error_ = ec;
   }
@@ -51,9 +50,20 @@ sentinel_view::step sentinel_view::on_reply(std::size_t asked, std::error_code e
   return {.ask = std::nullopt, .found = std::nullopt, .failed = why};
 }
 
-bool sentinel_view::adopt(const endpoint& e) {
-  const bool moved = master_ && *master_ != e;
+bool sentinel_view::adopt(const master_info& m) {
+  if (m.epoch < floor_) return false;
+  const bool moved = master_ && *master_ != m.at;
+  master_ = m.at;
+  epoch_ = m.epoch;
+  floor_ = m.epoch;
+  return moved;
+}
+
+bool sentinel_view::adopt_switch(const endpoint& e) {
+  if (master_ == e) return false;  // heard already (every sentinel that switched says so)
+  const bool moved = master_.has_value();
   master_ = e;
+  floor_ = epoch_ + 1;
   return moved;
 }
 
@@ -71,14 +81,25 @@ std::optional<endpoint> sentinel_view::switched(std::string_view payload) const 
   return endpoint{std::string{words[3]}, *port};
 }
 
-std::optional<endpoint> sentinel_view::parse_address(const reply& r) {
-  if (!r.is_array() || r.elements().size() != 2) return std::nullopt;
-  const auto& host = r.elements()[0];
-  const auto& port = r.elements()[1];
-  if (!host.is_string() || !port.is_string() || host.str().empty()) return std::nullopt;
-  const auto p = parse_port(port.str());
-  if (!p) return std::nullopt;
-  return endpoint{std::string{host.str()}, *p};
+std::optional<sentinel_view::master_info> sentinel_view::parse_master(const reply& r) {
+  if (!r.is_array()) return std::nullopt;
+  const auto& items = r.elements();
+  std::string_view ip, port, epoch;
+  for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+    if (!items[i].is_string() || !items[i + 1].is_string()) continue;
+    const std::string_view key = items[i].str();
+    if (key == "ip") ip = items[i + 1].str();
+    if (key == "port") port = items[i + 1].str();
+    if (key == "config-epoch") epoch = items[i + 1].str();
+  }
+  const auto p = parse_port(port);
+  std::uint64_t e = 0;
+  auto [end, ec] = std::from_chars(epoch.data(), epoch.data() + epoch.size(), e);
+  if (ip.empty() || !p || epoch.empty() || ec != std::errc{} ||
+      end != epoch.data() + epoch.size()) {
+    return std::nullopt;
+  }
+  return master_info{endpoint{std::string{ip}, *p}, e};
 }
 
 }  // namespace dlock::topology

@@ -2,13 +2,19 @@
 // ask next in a discovery round, what an answer means, and what a `+switch-master` message says.
 // The Asio shell is topology/sentinels. Tested step by step in tests/unit/sentinel_view_test.
 //
-// A round asks the sentinels one at a time (SENTINEL get-master-addr-by-name), starting with
-// the last one that answered, until one names the master. When none does, the round fails with
-// errc::unknown_master if any sentinel answered that it knows no such master, else with the
-// last connection error.
+// A round asks the sentinels one at a time (SENTINEL MASTER <name>: the address and the
+// configuration epoch), starting with the last one that answered, until one names the master
+// with an epoch no older than the one the client follows. Epochs keep the client from going back:
+// after a failover a sentinel that has not yet heard of it still names the old master, which
+// after a graceful failover stays a writable master for seconds. A `+switch-master` message is
+// always news (only a sentinel that switched sends it): the epoch to accept from then on is above
+// the one known before it. When no sentinel names an acceptable master, the round fails with
+// errc::unknown_master if any of them knows no such master, else with the last connection error
+// (none when every answer was only older than what the client follows).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,28 +37,37 @@ class sentinel_view {
   std::size_t begin_round();
   // What to do after sentinel `asked` answered (or failed with `ec`): ask another, or the round
   // is over with the master found, or failed.
+  struct master_info {
+    endpoint at;
+    std::uint64_t epoch = 0;  // config-epoch
+  };
   struct step {
     std::optional<std::size_t> ask;
-    std::optional<endpoint> found;
+    std::optional<master_info> found;
     std::error_code failed;
   };
   step on_reply(std::size_t asked, std::error_code ec, const reply& r);
 
   // The master as last found; nullopt before any round succeeded.
   const std::optional<endpoint>& master() const noexcept { return master_; }
-  // Takes `e` as the master; true if that changed it from a known, different one (a failover).
-  bool adopt(const endpoint& e);
+  // Takes a round's master; true if that changed it from a known, different one (a failover).
+  // One older than the epoch followed is ignored (false).
+  bool adopt(const master_info& m);
+  // Takes the new master of a `+switch-master` message; true if it changed.
+  bool adopt_switch(const endpoint& e);
 
   // A `+switch-master` payload ("<name> <old-ip> <old-port> <new-ip> <new-port>"): the new
   // master, if the message is about this master.
   std::optional<endpoint> switched(std::string_view payload) const;
-  // SENTINEL get-master-addr-by-name's reply (["ip", "port"]), nullopt if it is not one.
-  static std::optional<endpoint> parse_address(const reply& r);
+  // SENTINEL MASTER's reply (field, value, ...: ip, port, config-epoch), nullopt if it lacks them.
+  static std::optional<master_info> parse_master(const reply& r);
 
  private:
   std::vector<endpoint> sentinels_;
   std::string name_;
   std::optional<endpoint> master_;
+  std::uint64_t epoch_ = 0;    // of master_, as a round gave it
+  std::uint64_t floor_ = 0;    // the oldest epoch a round may give
   std::size_t preferred_ = 0;  // the last sentinel that answered
   std::size_t asked_ = 0;      // in this round
   bool unknown_ = false;       // a sentinel of this round knew no such master

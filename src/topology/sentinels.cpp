@@ -39,7 +39,7 @@ void sentinels::start() {
       sub->listen("+switch-master", [weak](const transport::pubsub_event& ev) {
         auto me = weak.lock();
         if (!me || me->stopped_ || ev.what != transport::pubsub_event::type::message) return;
-        if (auto to = me->view_.switched(ev.payload)) me->learn(*to);
+        if (auto to = me->view_.switched(ev.payload)) me->learn_switch(*to);
       });
       sub->start();
       self->subs_.push_back(std::move(sub));
@@ -93,7 +93,7 @@ void sentinels::run_round() {
 }
 
 void sentinels::ask(std::size_t i) {
-  conn(i).submit(resp::encode_command({"SENTINEL", "get-master-addr-by-name", view_.master_name()}),
+  conn(i).submit(resp::encode_command({"SENTINEL", "MASTER", view_.master_name()}),
                  cfg_.connect_timeout, [self = shared_from_this(), i](std::error_code ec, reply r) {
                    if (self->stopped_) return;
                    const auto s = self->view_.on_reply(i, ec, r);
@@ -106,27 +106,34 @@ void sentinels::finish(const sentinel_view::step& s) {
   running_ = false;
   if (s.found) {
     stale_ = false;
-    learn(*s.found);
+    const auto before = view_.master();
+    if (view_.adopt(*s.found)) moved_from(*before);
   }
+  // No newer word from the sentinels: the master followed stands.
+  const auto master = view_.master();
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (auto& fn : waiting) {
-    if (s.found) {
-      fn({}, *s.found);
+    if (master && (s.found || !s.failed)) {
+      fn({}, *master);
     } else {
-      fn(s.failed, {});
+      fn(s.failed ? s.failed : make_error_code(errc::connection_refused), {});
     }
   }
   if (std::exchange(again_, false)) rediscover();
 }
 
-// A master named by a message or a round: a different one than before is a failover.
-void sentinels::learn(const endpoint& e) {
+void sentinels::learn_switch(const endpoint& e) {
   const auto before = view_.master();
-  if (!view_.adopt(e)) return;
-  demotions_.push_back({*before, clock::now()});
-  std::erase_if(demotions_, [&](const demotion& d) { return d.node == e; });
-  if (on_switch_) on_switch_(e);
+  if (view_.adopt_switch(e) && before) moved_from(*before);
+}
+
+// The master moved (from `before`, now demoted) to view_.master(): a failover.
+void sentinels::moved_from(const endpoint& before) {
+  const auto now = *view_.master();
+  demotions_.push_back({before, clock::now()});
+  std::erase_if(demotions_, [&](const demotion& d) { return d.node == now; });
+  if (on_switch_) on_switch_(now);
 }
 
 void sentinels::arm_poll() {

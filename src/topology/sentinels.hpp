@@ -3,7 +3,8 @@
 //
 // - locate() gives the links to the master the address to connect to: the master last found,
 //   or after rediscover() (a node said it is not a master, or answered READONLY) the result of a
-//   new round of SENTINEL get-master-addr-by-name over the sentinels in turn.
+//   new round of SENTINEL MASTER over the sentinels in turn (sentinel_view: epochs keep a
+//   sentinel that has not heard of a failover from sending the client back).
 // - Each sentinel has a subscriber listening to `+switch-master`, and every poll_interval a
 //   round asks the sentinels again, in case a message was missed (a sentinel partitioned, a
 //   subscriber reconnecting).
@@ -53,7 +54,8 @@ class sentinels : public std::enable_shared_from_this<sentinels> {
   void run_round();
   void ask(std::size_t i);
   void finish(const sentinel_view::step& s);
-  void learn(const endpoint& e);
+  void learn_switch(const endpoint& e);
+  void moved_from(const endpoint& before);
   void arm_poll();
 
   transport::executor_type strand_;
