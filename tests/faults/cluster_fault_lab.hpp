@@ -9,79 +9,19 @@
 #pragma once
 
 #include <algorithm>
-#include <asio/post.hpp>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <future>
-#include <memory>
-#include <stop_token>
 #include <string>
-#include <thread>
 
-#include "dlock/client.hpp"
 #include "dlock/keys.hpp"
-#include "dlock/mutex.hpp"
 #include "fault_lab.hpp"
-#include "runtime/client_access.hpp"
-#include "runtime/client_impl.hpp"
+#include "probe_client.hpp"
 #include "support/redis_cluster.hpp"
 
 namespace dlock::faults::test {
 
-// A lock user in the test's process: lock (waiting up to 5 s), hold 5 ms, unlock, every 10 ms,
-// until stopped. Records how long its longest lock+unlock took and how many failed.
-class cluster_probe {
- public:
-  cluster_probe(const std::string& url, const std::string& name)
-      : client_{dlock::config::from_uri(url)}, mutex_{client_, name} {
-    thread_ = std::jthread{[this](std::stop_token stop) { run(stop); }};
-  }
-  ~cluster_probe() { stop(); }
-
-  void stop() {
-    if (thread_.joinable()) {
-      thread_.request_stop();
-      thread_.join();
-    }
-  }
-  std::int64_t longest_ms() const { return longest_ns_.load() / 1'000'000; }
-  long failures() const { return failures_.load(); }
-  long cycles() const { return cycles_.load(); }
-
-  // The router's record, read on the client's strand.
-  template <class T, class F>
-  T on_router(F read) {
-    auto& impl = dlock::detail::client_access::impl(client_);
-    std::promise<T> out;
-    asio::post(impl.strand(), [&] { out.set_value(read(impl.router())); });
-    return out.get_future().get();
-  }
-
- private:
-  void run(const std::stop_token& stop) {
-    using clock = std::chrono::steady_clock;
-    while (!stop.stop_requested()) {
-      const auto start = clock::now();
-      std::error_code ec;
-      if (mutex_.try_lock_for(std::chrono::seconds{5}, ec)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds{5});
-        mutex_.unlock(ec);
-      }
-      if (ec) ++failures_;
-      ++cycles_;
-      const auto took = (clock::now() - start).count();
-      if (took > longest_ns_.load()) longest_ns_ = took;
-      std::this_thread::sleep_for(std::chrono::milliseconds{10});
-    }
-  }
-
-  dlock::client client_;
-  dlock::mutex mutex_;
-  std::atomic<std::int64_t> longest_ns_{0};
-  std::atomic<long> failures_{0}, cycles_{0};
-  std::jthread thread_;  // last: it stops before what it uses goes
-};
+// The probe of probe_client.hpp, by the name the cluster scenarios use.
+using cluster_probe = probe_client;
 
 class cluster_fault_lab : public fault_lab {
  protected:
@@ -133,20 +73,7 @@ class cluster_fault_lab : public fault_lab {
 
   // The probe's client learnt that a node was no longer a master, and sent it nothing after.
   void expect_nothing_sent_after_demotion(cluster_probe& probe) {
-    using traffic = std::vector<dlock::topology::router::node_traffic>;
-    const auto nodes = probe.on_router<traffic>([](auto& r) { return r.traffic(); });
-    std::size_t demoted = 0;
-    for (const auto& n : nodes) {
-      if (n.demoted == dlock::topology::router::clock::time_point{}) continue;
-      ++demoted;
-      EXPECT_LE(n.last_sent, n.demoted)
-          << n.node.host << ':' << n.node.port << " got a command "
-          << std::chrono::duration_cast<milliseconds>(n.last_sent - n.demoted).count()
-          << " ms after the client learnt it was demoted";
-    }
-    EXPECT_GE(demoted, 1u) << "the probe's client never learnt of the demotion";
-    measured("probe client: " + std::to_string(demoted) +
-             " node(s) learnt demoted, no command sent to them afterwards");
+    dlock::faults::test::expect_nothing_sent_after_demotion(probe);
   }
 
   dlock::test::redis_cluster cluster_;

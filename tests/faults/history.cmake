@@ -36,6 +36,7 @@ add_executable(dlock_fault_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/fault_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/clock_fault_test.cpp  # the lock server's clock stepped, run fast
   ${CMAKE_CURRENT_SOURCE_DIR}/self_check_test.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/sentinel_fault_test.cpp  # Sentinel: failovers, blocked replication
   ${CMAKE_CURRENT_SOURCE_DIR}/cluster_fault_test.cpp)  # Redis Cluster: failover, resharding
 target_link_libraries(dlock_fault_tests PRIVATE dlock_fault_lab dlock_internal dlock_test_support
                                                GTest::gtest_main)
