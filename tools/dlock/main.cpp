@@ -15,6 +15,7 @@ Examples:
   dlock unlock --force nightly-report
   DLOCK_URL=rediss://redis.internal:6380 dlock --ca /etc/ssl/ca.pem ping
   dlock --url redis+cluster://10.0.0.5:7000,10.0.0.6:7000 ping  # every node of a Redis Cluster
+  dlock --url redis+sentinel://10.0.0.5:26379,10.0.0.6:26379/mymaster ping  # the master named
 
 Exit codes: exec: the command's (128+N if killed by signal N); 75 not acquired within --wait;
 70 the lease was lost or about to end while the command ran (it was stopped), or had too little
@@ -33,8 +34,9 @@ int main(int argc, char** argv) {
   app.fallthrough();  // global options may also follow the subcommand: `dlock exec -v ...`
   global_options g;
   app.add_option("--url", g.url,
-                 "Redis URI: redis[s]://host:port, or redis[s]+cluster://host:port,host:port for "
-                 "a Redis Cluster (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
+                 "Redis URI: redis[s]://host:port, redis[s]+cluster://host:port,host:port for "
+                 "a Redis Cluster, or redis[s]+sentinel://host:port,host:port/master-name for "
+                 "Redis Sentinel (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
   app.add_option("--user", g.user, "ACL user name");
   app.add_option("--password", g.password, "password (or user:password in the URI)");
   app.add_option("--ca", g.ca, "TLS: CA bundle (PEM) to verify the server with");

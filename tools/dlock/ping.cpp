@@ -1,5 +1,6 @@
 // dlock ping: whether Redis answers, its version and role, and whether its maxmemory-policy may
-// evict lock keys; on a Redis Cluster, every node of it (docs/cli.md, "ping").
+// evict lock keys; on a Redis Cluster, every node of it; on a Sentinel URL, the master the
+// sentinels named first (docs/cli.md, "ping").
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -47,13 +48,29 @@ void warn_if_evicting(const std::string& policy, const std::string& where) {
                policy.c_str(), where.c_str());
 }
 
-int ping_server(dlock::client& client) {
+std::string address_text(const dlock::endpoint& e) {
+  const bool v6 = e.host.find(':') != std::string::npos;
+  return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+}
+
+// On a Sentinel URL, the master the sentinels named: the node the client's connection went to
+// (ping_nodes' one entry outside a cluster), asked after a PING that reached it.
+void print_sentinel_master(dlock::client& client, const dlock::config& cfg) {
+  std::error_code ec;
+  const auto nodes = client.ping_nodes(ec);
+  const auto where = ec || nodes.empty() ? "? (" + (ec ? ec.message() : "no node") + ")"
+                                         : address_text(nodes.front().address);
+  std::printf("sentinel master %s: %s\n", cfg.sentinel_master.c_str(), where.c_str());
+}
+
+int ping_server(dlock::client& client, const dlock::config& cfg) {
   std::error_code ec;
   const auto rtt = client.ping(ec);
   if (ec) {
     complain("ping", ec);
     return exit_code_for(ec);
   }
+  if (cfg.sentinel()) print_sentinel_master(client, cfg);
   auto server = client.execute({"INFO", "server"}, ec).str();
   auto replication = client.execute({"INFO", "replication"}, ec).str();
   if (ec) {
@@ -71,11 +88,6 @@ int ping_server(dlock::client& client) {
   std::printf("maxmemory-policy: %s\n", policy.c_str());
   warn_if_evicting(policy, "");
   return 0;
-}
-
-std::string address_text(const dlock::endpoint& e) {
-  const bool v6 = e.host.find(':') != std::string::npos;
-  return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
 }
 
 // "slots 0-5460,6000": what a master serves.
@@ -162,7 +174,7 @@ int run_ping(const global_options& g) {
   auto cfg = make_config(g);
   report_other_warnings(cfg);
   dlock::client client{cfg};
-  if (!cfg.cluster()) return ping_server(client);
+  if (!cfg.cluster()) return ping_server(client, cfg);
   std::error_code ec;
   const auto nodes = client.ping_nodes(ec);
   if (ec) {
