@@ -20,10 +20,11 @@ std::optional<std::uint16_t> parse_port(std::string_view s) {
 sentinel_view::sentinel_view(std::vector<endpoint> sentinels, std::string master)
     : sentinels_{std::move(sentinels)}, name_{std::move(master)} {}
 
-std::size_t sentinel_view::begin_round() {
+std::size_t sentinel_view::begin_round(bool doubted) {
   asked_ = 0;
   unknown_ = false;
   last_error_.clear();
+  if (doubted) preferred_ = (preferred_ + 1) % sentinels_.size();
   return preferred_;
 }
 

@@ -33,8 +33,11 @@ class sentinel_view {
   const std::vector<endpoint>& sentinels() const noexcept { return sentinels_; }
   const std::string& master_name() const noexcept { return name_; }
 
-  // Starts a round: the sentinel to ask first.
-  std::size_t begin_round();
+  // Starts a round: the sentinel to ask first. `doubted`: the master the last round gave did
+  // not serve (refused, not a master, READONLY), so the round starts with the next sentinel —
+  // the last one may not have heard of a failover yet, and a client that never saw the new
+  // epoch would otherwise take its word again and again.
+  std::size_t begin_round(bool doubted = false);
   // What to do after sentinel `asked` answered (or failed with `ec`): ask another, or the round
   // is over with the master found, or failed.
   struct master_info {

@@ -89,7 +89,7 @@ void sentinels::run_round() {
     return;
   }
   running_ = true;
-  ask(view_.begin_round());
+  ask(view_.begin_round(stale_));
 }
 
 void sentinels::ask(std::size_t i) {

@@ -422,6 +422,9 @@ void link::arm_health_check() {
 
 void link::drop(std::error_code why) {
   if (state_ == state::stopped) return;
+  // Sentinel mode: a master that could not be reached may be one a sentinel still names after a
+  // failover: the sentinels are asked again before the next attempt. (A ROLE refusal has asked.)
+  if (locate_ && not_master_ && state_ != state::ready && why != errc::read_only) not_master_();
   // A connection that carried requests may still deliver some: the next one fences it.
   if (state_ == state::ready && identity_) fence_ = std::move(identity_);
   identity_.reset();

@@ -85,7 +85,8 @@ class link : public std::enable_shared_from_this<link> {
   // Sentinel mode (set before start()). `locate` is asked before every connect for the address
   // to connect to (the master as the sentinels name it; an error fails the attempt like a
   // refused connect), and the handshake ends with ROLE: a node that is not a master fails it
-  // with errc::read_only after `not_master` runs (which asks the sentinels again).
+  // with errc::read_only after `not_master` runs (which asks the sentinels again). A connect
+  // that fails otherwise runs `not_master` too: a sentinel may still name a dead master.
   using located = std::function<void(std::error_code, const endpoint&)>;
   void follow(std::function<void(located)> locate, std::function<void()> not_master) {
     locate_ = std::move(locate);

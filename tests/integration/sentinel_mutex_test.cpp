@@ -56,7 +56,9 @@ struct sentinel_mode : ::testing::Test {
 };
 
 TEST_F(sentinel_mode, follows_a_killed_master_and_keeps_a_replicated_hold) {
-  dlock::client c{cfg("watchdog=3s&wait_replicas=1")};
+  // The trust left at the kill (at least two thirds of the lease) must outlast the failover
+  // (about 2.3 s) and the client's following it.
+  dlock::client c{cfg("watchdog=8s&wait_replicas=1")};
   const auto name = dlock::test::unique_name("lock");
   dlock::mutex held{c, name};
   held.lock();
@@ -71,10 +73,12 @@ TEST_F(sentinel_mode, follows_a_killed_master_and_keeps_a_replicated_hold) {
   dlock::client other{cfg()};
   dlock::mutex contender{other, name};
   EXPECT_FALSE(contender.try_lock_for(500ms));
-  // The watchdog renews on the new master: the hold outlives several leases there.
-  std::this_thread::sleep_for(4s);
+  // The watchdog renews on the new master (every lease/3 = 2.7 s): the key's PTTL there is
+  // set again.
+  std::this_thread::sleep_for(3s);
   EXPECT_FALSE(held.lease_lost().stop_requested());
-  EXPECT_EQ(group.node(now).command({"EXISTS", name}), ":1");
+  const auto pttl = std::stoll(group.node(now).command({"PTTL", name}).substr(1));
+  EXPECT_GT(pttl, 8000 - 3000) << "renewed on the new master since the failover";
   held.unlock();
   EXPECT_TRUE(contender.try_lock_for(2s)) << "the unlock reached the new master";
   contender.unlock();

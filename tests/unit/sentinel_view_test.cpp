@@ -74,6 +74,21 @@ TEST(sentinel_view, a_master_no_sentinel_knows_is_unknown_master) {
   EXPECT_EQ(w.on_reply(0, errc::connection_refused, {}).failed, errc::connection_refused);
 }
 
+// A client that never saw the new epoch takes a lagging sentinel's word for the old master; when
+// that master does not serve, the next round starts with another sentinel.
+TEST(sentinel_view, a_doubted_master_has_the_next_sentinel_asked_first) {
+  auto v = three();
+  v.begin_round();
+  v.adopt(*v.on_reply(0, {}, master("old", "1", "4")).found);
+  EXPECT_EQ(v.begin_round(true), 1u);
+  const auto s = v.on_reply(1, {}, master("new", "2", "5"));
+  ASSERT_TRUE(s.found);
+  EXPECT_TRUE(v.adopt(*s.found));
+  EXPECT_EQ(v.begin_round(), 1u) << "then the one that answered, as before";
+  EXPECT_EQ(v.begin_round(true), 2u);
+  EXPECT_EQ(v.begin_round(true), 0u) << "round and round";
+}
+
 TEST(sentinel_view, malformed_answers_are_not_masters) {
   EXPECT_FALSE(sentinel_view::parse_master(reply::make_nil()));
   EXPECT_FALSE(sentinel_view::parse_master(master("", "6379")));
