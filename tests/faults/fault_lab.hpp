@@ -120,8 +120,8 @@ class fault_lab : public ::testing::Test {
     }
   }
 
-  // Records the resource's final values and checks the merged histories.
-  report finish() {
+  // Records the resource's final values and checks the merged histories (with `opts`: FIFO).
+  report finish(const dlock::faults::check_options& opts = {}) {
     auto value = [&](const std::string& key) -> std::int64_t {
       const auto v = resource_srv_.command({"GET", key});
       return v == "$-1" ? 0 : std::stoll(v);
@@ -132,7 +132,7 @@ class fault_lab : public ::testing::Test {
     std::size_t bad = 0;
     events_ = dlock::faults::read_histories(dir_.path(), &bad);
     EXPECT_EQ(bad, 0u) << "malformed history lines";
-    auto r = dlock::faults::check(events_);
+    auto r = dlock::faults::check(events_, opts);
     report_json_ = dlock::faults::to_json(r);
     return r;
   }

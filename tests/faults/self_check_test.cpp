@@ -127,6 +127,22 @@ class self_check : public fault_lab {
         limit);
   }
 
+  // a holds the lock 2 s; six waiters w1..w6 ask for it one after another (each has recorded its
+  // `acquire`, then 40 ms pass, before the next starts) and hold it 30 ms each.
+  report queued_waiters(const std::string& lock) {
+    const auto url = lock_url("");
+    auto& a = spawn("a", url, {"--lock", lock, "--lease", "5000", "--hold", "2000"});
+    EXPECT_TRUE(wait_line(a, "enter ", 15s)) << a.diagnostics();
+    for (int i = 1; i <= 6; ++i) {
+      const auto id = "w" + std::to_string(i);
+      spawn(id, url, {"--lock", lock, "--lease", "5000", "--hold", "30", "--wait", "15000"});
+      EXPECT_TRUE(recorded(id, "acquire", 5s)) << id;
+      std::this_thread::sleep_for(40ms);  // not ordering: spaces the arrivals past the margin
+    }
+    wait_all_exit(20s);
+    return finish({.fifo = true, .fifo_margin_ns = 20 * ns_per_ms});
+  }
+
   // What every verdict below says, for measured().
   static std::string verdicts(const report& r) {
     return std::to_string(r.overlaps.size()) + " overlaps, " + std::to_string(r.trust_violations) +
@@ -179,6 +195,25 @@ TEST_F(self_check, dlock_in_the_over_reported_trust_run_shows_none) {
   expect_none_of_the_verdicts(r);
   EXPECT_EQ(r.lost_events, 1u) << "a was told at its lease's end\n" << report_json_;
   measured("dlock, lease 500 ms, holding 1 200 ms, in the same run: " + verdicts(r));
+}
+
+// Arrival order, where dlock claims it (dlock waiters are served oldest first): a lock whose
+// waiters poll (SET NX every 10 ms) serves six of them in whatever order the polls land.
+TEST_F(self_check, a_polling_lock_shows_fifo_violations) {
+  const auto r = queued_waiters("broken-no-expiry");
+  EXPECT_TRUE(r.fifo_checked);
+  EXPECT_GE(r.fifo_violations, 1u) << "six pollers in arrival order: 1 in 720\n" << report_json_;
+  measured("broken lock (waiters poll every 10 ms), 6 waiters queued 40 ms apart: " +
+           std::to_string(r.fifo_violations) + " FIFO violations");
+}
+
+TEST_F(self_check, dlock_serves_the_same_waiters_in_arrival_order) {
+  const auto r = queued_waiters("dlock");
+  EXPECT_TRUE(r.fifo_checked);
+  EXPECT_EQ(r.fifo_violations, 0u) << report_json_;
+  EXPECT_TRUE(r.clean()) << report_json_;
+  measured("dlock, the same 6 waiters: " + std::to_string(r.fifo_violations) +
+           " FIFO violations, " + verdicts(r));
 }
 
 TEST_F(fault_lab, the_checker_command_prints_the_report_and_fails_on_a_violation) {
