@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent client of Redisson's RLock protocol, for dlock's interoperability tests.
+"""An independent client of Redisson's lock protocols, for dlock's interoperability tests.
 
 It speaks the wire protocol exactly as Redisson's RedissonLock does (tryLockInnerAsync,
 unlockInnerAsync and the LockPubSub wait), written from the Lua scripts Redisson sends, with
@@ -7,6 +7,23 @@ none of dlock's code: the lock is a hash at the lock's name whose field `<uuid>:
 counts the holds, with a PEXPIRE lease; an unlock at zero deletes it and publishes "0" on
 `redisson_lock__channel:{name}`; a waiter subscribes to that channel first, then tries, and
 waits for a message for at most the remaining TTL before trying again.
+
+With --kind it speaks another lock of the family instead (redisson_family.py, next to this
+file), waiting the same way (redisson_waiting.py, which RLock below uses too):
+  mutex  RLock, as above (the default);
+  fair   RFairLock: the same hash, plus the FIFO list `redisson_lock_queue:{name}` and the
+         deadline zset `redisson_lock_timeout:{name}` (client wall-clock ms); a waiter queues,
+         subscribes to its own channel `redisson_lock__channel:{name}:<owner>`, and an unlock
+         publishes "0" to the queue's head only. A wait that gives up (--timeout-s, the end of
+         a loop) leaves the queue and gives its wait back to those behind, as tryLock does.
+         --fair-wait-ms N is the wait each waiter adds to the queue (default 300000,
+         Redisson's fairLockWaitTimeout);
+  read   RReadWriteLock.readLock(): the hash `name` with `mode` read|write and a field per
+         reader `<owner>`, one key per read hold `{name}:<owner>:rwlock_timeout:<n>` with its
+         own lease; channel `redisson_rwlock:{name}`, where the unlock that frees the lock
+         publishes "0";
+  write  RReadWriteLock.writeLock(): the same hash, field `<owner>:write` (the owner printed);
+         its last unlock publishes "1" on `redisson_rwlock:{name}` (wakes every waiter).
 
 Usage (Debian's python3-redis):
   redisson_client.py hold URL NAME
@@ -16,6 +33,7 @@ Usage (Debian's python3-redis):
       try once; if held, print "waiting <pttl>" (subscribed by then) and wait through pub/sub;
       once acquired print "acquired <ms waited> <owner>", unlock, print "released <result>".
   redisson_client.py loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] [--log FILE]
+                    [--log-asks FILE]
       prints "ready" once connected and waits for EOF on stdin (so that several processes start
       together); then for N seconds (default 6): lock() as above (the wait's subscription ends
       with it, as Redisson unsubscribes once its waiter stops waiting; a wait still on at the
@@ -25,27 +43,34 @@ Usage (Debian's python3-redis):
       <longest lock()>", "wakes <unlock messages that woke a wait>", "wake_wins <of them, the
       next attempt acquired>", "ttl_expiries <waits that ended by the TTL, no message>",
       "bad_messages <messages other than 0/1 on the channel>", "max_wake_to_attempt_us
-      <longest delay from such a message to the next attempt>".
+      <longest delay from such a message to the next attempt>". With --log-asks FILE, appends
+      "<sent ns> <answered ns> <queued> <start ns>" per acquisition: the CLOCK_MONOTONIC ns
+      before and after lock()'s first attempt, 1 if that attempt failed (for --kind fair, it
+      joined the queue in between) else 0, and the hold's start as in --log.
 Options (anywhere): --lease-ms N (default 30000, Redisson's lockWatchdogTimeout; no renewal is
 done, so a hold must end before it), --timeout-s N (give up waiting: exit 3), --stamp
 (acquire_wait: the acquired line ends with the CLOCK_MONOTONIC ns at which lock() returned),
---cluster (URL is one node of a Redis Cluster).
+--cluster (URL is one node of a Redis Cluster), --kind mutex|fair|read|write (above),
+--fair-wait-ms N (--kind fair only). An unlock that finds the lock not held by this owner (the
+script answers nil) is an error (exit 3); RFairLock's answers 1 when the lock is already gone
+(after telling the queue's head), as Redisson's does. With a --kind other than mutex, loop
+also prints "zero_ttl_retries <attempts answered with a TTL of 0: retried at once>" (a fair
+waiter behind a head that has not yet taken the free lock; Redisson's waiter busy-loops then).
 Every line is flushed; errors go to stderr with a non-zero exit.
 
 Cluster mode (a `redis+cluster://host:port,host:port...` URL, or --cluster with a redis:// URL of
-one node), as Redisson runs on a Redis >= 7 cluster: the scripts go to the master of the lock
-name's slot (following MOVED and ASK, retrying through a failover), the unlock script
-sends its message with SPUBLISH instead of PUBLISH, and a waiter SSUBSCRIBEs to the channel on
-that master (sharded pub/sub, spoken over a socket of its own: python3-redis 4.3 has none). The
-waiting is the same: wake on `0`/`1` only, else after the lock's TTL. A subscription that the
-server ends (the slot moved) or whose connection drops is made again on the slot's master.
+one node; any --kind), as Redisson runs on a Redis >= 7 cluster: the scripts go to the master of
+the lock name's slot (following MOVED and ASK, retrying through a failover), the unlock script
+sends its message with SPUBLISH instead of PUBLISH (every key and channel of a lock shares its
+name's slot), and a waiter SSUBSCRIBEs to the channel on that master (sharded pub/sub, spoken
+over a socket of its own: python3-redis 4.3 has none). The waiting is the same: wake on `0`/`1`
+only, else after the lock's TTL. A subscription that the server ends (the slot moved) or whose
+connection drops is made again on the slot's master.
 That part lives in redisson_cluster.py, next to this file.
 """
 
 import sys
-import threading
 import time
-import uuid
 
 try:
     import redis
@@ -53,8 +78,13 @@ except ImportError:  # pragma: no cover - reported to the test as a clear failur
     sys.stderr.write("redisson_client.py: the 'redis' module is missing "
                      "(apt-get install python3-redis)\n")
     sys.exit(4)
-sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the module below
-from redisson_cluster import CLUSTER_SCHEME, ShardedPubSub, connect_cluster  # noqa: E402
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the modules below
+from redisson_cluster import CLUSTER_SCHEME, connect_cluster  # noqa: E402
+from redisson_family import FairLock, ReadLock, WriteLock  # noqa: E402
+from redisson_waiting import (FAIR_LOCK_WAIT_TIMEOUT_MS, LOCK_WATCHDOG_TIMEOUT_MS,  # noqa: E402
+                              UNLOCK_MESSAGE, PubSubLock, new_owner, prefix_name)
+
+KINDS = ("mutex", "fair", "read", "write")
 
 # RedissonLock.tryLockInnerAsync: nil when acquired (or re-entered), else the PTTL.
 TRY_LOCK = (
@@ -93,9 +123,6 @@ UNLOCK = (
 UNLOCK_SHARDED = UNLOCK.replace("redis.call('publish',", "redis.call('spublish',")
 assert UNLOCK_SHARDED != UNLOCK
 
-UNLOCK_MESSAGE = "0"  # LockPubSub.UNLOCK_MESSAGE
-READ_UNLOCK_MESSAGE = "1"  # LockPubSub.READ_UNLOCK_MESSAGE: releases every waiter
-
 
 def say(line):
     sys.stdout.write(line + "\n")
@@ -108,119 +135,40 @@ def die(code, message):
     sys.exit(code)
 
 
-def prefix_name(prefix, name):
-    """RedissonObject.prefixName: `prefix:{name}`, or `prefix:name` if it has a hash tag."""
-    if "{" in name:
-        return prefix + ":" + name
-    return prefix + ":{" + name + "}"
+class RLock(PubSubLock):
+    """RLock (getLock): the lock hash alone; an unlock wakes the waiters of every process."""
 
-
-class RLock:
     def __init__(self, conn, name, lease_ms, cluster=False):
-        self.conn = conn
-        self.name = name
+        super().__init__(conn, name, lease_ms, cluster)
         self.channel = prefix_name("redisson_lock__channel", name)
-        self.lease_ms = lease_ms
-        self.cluster = cluster
-        # RedissonBaseLock.getLockName(threadId): <connection manager uuid>:<thread id>
-        self.owner = str(uuid.uuid4()) + ":" + str(threading.get_ident())
+        self.owner = new_owner()
 
     def try_acquire(self):
         """None when acquired, else the lock's PTTL in ms."""
         return self.conn.eval(TRY_LOCK, 1, self.name, self.lease_ms, self.owner)
 
-    def new_pubsub(self):
-        """A pub/sub connection for waits: redis-py's, or sharded on a cluster."""
-        if self.cluster:
-            return ShardedPubSub(self.conn)
-        return self.conn.pubsub(ignore_subscribe_messages=False)
-
     def unlock(self):
+        """The script's reply (None: not the owner)."""
         script = UNLOCK_SHARDED if self.cluster else UNLOCK
-        result = self.conn.eval(script, 2, self.name, self.channel, UNLOCK_MESSAGE,
-                                self.lease_ms, self.owner)
-        if result is None:
-            die(3, "unlock: not locked by this owner (" + self.owner + ")")
-        return result
-
-    def lock(self, timeout_s, on_waiting=None, pubsub=None, stats=None):
-        """RedissonLock.lock(): try; if held, subscribe and wait up to the TTL per attempt.
-
-        True once acquired; False when timeout_s passed first. With `pubsub` (kept by the
-        caller, as Redisson keeps its pub/sub connections) the channel is unsubscribed when the
-        wait ends, without waiting for the confirmation (Redisson's unsubscribe is asynchronous);
-        else the connection is closed. `stats` (a dict) counts the wake-ups (see loop()).
-        """
-        deadline = time.monotonic() + timeout_s
-        ttl = self.try_acquire()
-        if ttl is None:
-            return True
-        own = pubsub is None
-        if own:
-            pubsub = self.new_pubsub()
-        try:
-            pubsub.subscribe(self.channel)
-            # syncSubscription: wait for the server's confirmation. Anything before it (the
-            # confirmation of an earlier unsubscribe, messages of an earlier subscription) is
-            # not for this wait.
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                m = pubsub.get_message(timeout=left)
-                if m is not None and m["type"] == "subscribe" and m["channel"] == self.channel:
-                    break
-            first = True
-            woken_at = None
-            while True:
-                if woken_at is not None and stats is not None:
-                    lag_us = int((time.monotonic() - woken_at) * 1e6)
-                    stats["max_wake_to_attempt_us"] = max(stats["max_wake_to_attempt_us"], lag_us)
-                ttl = self.try_acquire()
-                if ttl is None:
-                    if woken_at is not None and stats is not None:
-                        stats["wake_wins"] += 1
-                    return True
-                if first and on_waiting is not None:
-                    on_waiting(ttl)
-                first = False
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                # getLatch().tryAcquire(ttl): released by an unlock message, or the TTL passes.
-                wait_s = min(left, ttl / 1000.0) if ttl >= 0 else left
-                end = time.monotonic() + wait_s
-                woken_at = None
-                while True:
-                    remaining = end - time.monotonic()
-                    if remaining <= 0:
-                        if stats is not None and wait_s < left:
-                            stats["ttl_expiries"] += 1
-                        break
-                    m = pubsub.get_message(timeout=remaining)
-                    if m is None or m["type"] != "message":
-                        continue
-                    if stats is not None and m["data"] not in ("0", "1"):
-                        stats["bad_messages"] += 1
-                    if m["data"] in (UNLOCK_MESSAGE, READ_UNLOCK_MESSAGE):
-                        woken_at = time.monotonic()
-                        if stats is not None:
-                            stats["wakes"] += 1
-                        break
-        finally:
-            if own:
-                pubsub.close()
-            else:
-                pubsub.unsubscribe(self.channel)
+        return self.conn.eval(script, 2, self.name, self.channel, UNLOCK_MESSAGE,
+                              self.lease_ms, self.owner)
 
 
-def loop(lock, hold_ms, pause_ms, duration_s, log_path):
+def unlock(lock):
+    result = lock.unlock()
+    if result is None:
+        die(3, "unlock: not locked by this owner (" + lock.owner + ")")
+    return result
+
+
+def loop(lock, hold_ms, pause_ms, duration_s, log_path, asks_path=None):
     """lock(), hold, unlock() until duration_s passed; prints the counts (see the usage)."""
     # Redisson keeps its pub/sub connections; one for this process's waits.
     pubsub = lock.new_pubsub()
     stats = {"wakes": 0, "wake_wins": 0, "ttl_expiries": 0, "bad_messages": 0,
-             "max_wake_to_attempt_us": 0}
+             "max_wake_to_attempt_us": 0, "zero_ttl_retries": 0}
     holds = []
+    asks = []
     longest = 0.0
     lock.conn.ping()  # connected
     say("ready")
@@ -234,28 +182,47 @@ def loop(lock, hold_ms, pause_ms, duration_s, log_path):
         start = time.monotonic_ns()
         time.sleep(hold_ms / 1000.0)
         holds.append((start, time.monotonic_ns()))
-        lock.unlock()
+        asks.append(lock.ask[:2] + (int(lock.ask[2]), start))
+        unlock(lock)
         if pause_ms > 0:
             time.sleep(pause_ms / 1000.0)
     pubsub.close()
     if log_path:
         with open(log_path, "a") as f:
             f.write("".join("%d %d\n" % h for h in holds))
+    if asks_path:
+        with open(asks_path, "a") as f:
+            f.write("".join("%d %d %d %d\n" % a for a in asks))
     say("count " + str(len(holds)))
     say("max_lock_ms " + str(int(longest * 1000)))
     for key in ("wakes", "wake_wins", "ttl_expiries", "bad_messages", "max_wake_to_attempt_us"):
         say(key + " " + str(stats[key]))
+    if not isinstance(lock, RLock):
+        say("zero_ttl_retries " + str(stats["zero_ttl_retries"]))
     return 0
 
 
+def make_lock(kind, conn, name, lease_ms, cluster, fair_wait_ms):
+    if kind == "fair":
+        return FairLock(conn, name, lease_ms, cluster, fair_wait_ms)
+    if kind == "read":
+        return ReadLock(conn, name, lease_ms, cluster)
+    if kind == "write":
+        return WriteLock(conn, name, lease_ms, cluster)
+    return RLock(conn, name, lease_ms, cluster)
+
+
 def main(argv):
-    lease_ms = 30000
+    lease_ms = LOCK_WATCHDOG_TIMEOUT_MS
+    kind = "mutex"
+    fair_wait_ms = None
     timeout_s = 60.0
     stamp = False
     hold_ms = 1.0
     pause_ms = 0.0
     duration_s = 6.0
     log_path = None
+    asks_path = None
     cluster = False
     args = []
     rest = list(argv[1:])
@@ -284,26 +251,40 @@ def main(argv):
             duration_s = float(rest.pop(0))
         elif opt == "--log":
             log_path = rest.pop(0)
+        elif opt == "--log-asks":
+            asks_path = rest.pop(0)
+        elif opt == "--kind":
+            kind = rest.pop(0)
+            if kind not in KINDS:
+                die(2, "--kind must be one of " + "|".join(KINDS) + ", not " + kind)
+        elif opt == "--fair-wait-ms":
+            fair_wait_ms = int(rest.pop(0))
         else:
             die(2, "unknown option " + opt)
     if len(args) != 3 or args[0] not in ("hold", "acquire_wait", "loop"):
-        die(2, "usage: redisson_client.py [options] (hold|acquire_wait|loop) URL NAME")
+        die(2, "usage: redisson_client.py [--kind mutex|fair|read|write] [options] "
+            "(hold|acquire_wait|loop) URL NAME")
     mode, url, name = args
-    if url.startswith(CLUSTER_SCHEME) or cluster:
-        lock = RLock(connect_cluster(url), name, lease_ms, cluster=True)
+    if fair_wait_ms is not None and kind != "fair":
+        die(2, "--fair-wait-ms is for --kind fair only")
+    if fair_wait_ms is None:
+        fair_wait_ms = FAIR_LOCK_WAIT_TIMEOUT_MS
+    cluster = cluster or url.startswith(CLUSTER_SCHEME)
+    if cluster:
+        conn = connect_cluster(url)
     else:
         conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
-        lock = RLock(conn, name, lease_ms)
+    lock = make_lock(kind, conn, name, lease_ms, cluster, fair_wait_ms)
 
     if mode == "loop":
-        return loop(lock, hold_ms, pause_ms, duration_s, log_path)
+        return loop(lock, hold_ms, pause_ms, duration_s, log_path, asks_path)
 
     if mode == "hold":
         if not lock.lock(timeout_s):
             die(3, "timed out waiting for " + name)
         say("acquired " + lock.owner)
         sys.stdin.readline()  # a line, or EOF when the test closes its end (or dies)
-        say("released " + str(lock.unlock()))
+        say("released " + str(unlock(lock)))
         return 0
 
     started = time.monotonic()
@@ -313,7 +294,7 @@ def main(argv):
     waited_ms = int((time.monotonic() - started) * 1000)
     say("acquired " + str(waited_ms) + " " + lock.owner +
         (" " + str(acquired_ns) if stamp else ""))
-    say("released " + str(lock.unlock()))
+    say("released " + str(unlock(lock)))
     return 0
 
 
