@@ -86,6 +86,11 @@ class category final : public std::error_category {
                "7.0 with cluster-enabled yes)";
       case errc::unknown_master:
         return "no sentinel knows a master of that name (config::sentinel_master)";
+      case errc::wrong_kind:
+        return "the name is used as another kind of lock (a read-write lock and a mutex on one "
+               "name)";
+      case errc::upgrade_refused:
+        return "a read hold cannot be upgraded to a write hold: release the read holds first";
     }
     return "unknown dlock error";
   }

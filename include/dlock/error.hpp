@@ -65,6 +65,10 @@ enum class errc {
 
   // Redis Sentinel.
   unknown_master,  // every sentinel that answered knows no master named config::sentinel_master
+
+  // Lock kinds (appended: the values above stay stable).
+  wrong_kind,       // the name is a lock of another kind (a read-write lock used as a mutex...)
+  upgrade_refused,  // a shared_mutex reader asked for the write side (it would deadlock)
 };
 
 const std::error_category& error_category() noexcept;

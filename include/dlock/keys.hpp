@@ -107,6 +107,41 @@ inline std::string fencing_counter(std::string_view name) {
 // Redisson's. Fields `<owner>:host`, `<owner>:pid`, `<owner>:command`, `<owner>:acquired_ms`.
 inline std::string holder_info(std::string_view name) { return prefixed("dlock_lock_info", name); }
 
+// RFairLock: the waiting owners in arrival order (a list), and each one's deadline (a sorted set
+// of owner -> server ms after which it counts as gone; Redisson writes client-clock ms there).
+inline std::string fair_queue(std::string_view name) {
+  return prefixed("redisson_lock_queue", name);
+}
+inline std::string fair_timeouts(std::string_view name) {
+  return prefixed("redisson_lock_timeout", name);
+}
+// The channel on which a fair unlock tells the queue's head `owner` that it is its turn.
+inline std::string fair_waiter_channel(std::string_view name, std::string_view owner) {
+  std::string out = lock_channel(name);
+  out += ':';
+  out += owner;
+  return out;
+}
+
+// RReadWriteLock: the unlock channel (`0` a read unlock freed the lock, `1` a write unlock).
+inline std::string rwlock_channel(std::string_view name) {
+  return prefixed("redisson_rwlock", name);
+}
+// The key of `owner`'s n-th read hold ({name}:<owner>:rwlock_timeout:<n>), which carries that
+// hold's lease: the hash lives as long as its longest read hold.
+inline std::string read_hold_key(std::string_view name, std::string_view owner, std::uint32_t n) {
+  std::string out = suffixed(name, owner);
+  out += ":rwlock_timeout:";
+  out += std::to_string(n);
+  return out;
+}
+// dlock's writers waiting for a read-write lock: a sorted set of owner -> server ms after which
+// the entry counts as gone. New dlock readers queue behind it (writer non-starvation). Apart from
+// the hash: Redisson's write unlock deletes the hash only when `mode` is its last field.
+inline std::string waiting_writers(std::string_view name) {
+  return suffixed(name, "dlock_writers");
+}
+
 // Unlock messages (Redisson LockPubSub): 0 wakes one waiter, 1 wakes all of them.
 inline constexpr std::string_view unlock_message = "0";
 inline constexpr std::string_view read_unlock_message = "1";

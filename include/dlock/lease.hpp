@@ -35,6 +35,7 @@ namespace dlock {
 namespace detail {
 class client_impl;
 struct hold_state;
+class lock_base;
 }  // namespace detail
 
 class lease {
@@ -82,7 +83,7 @@ class lease {
   void unlock(std::error_code& ec);
 
  private:
-  friend class mutex;
+  friend class detail::lock_base;
   lease(std::weak_ptr<detail::client_impl> c, std::shared_ptr<detail::hold_state> h) noexcept;
   void start_unlock(detail::completion<> done);
   void release_in_background() noexcept;

@@ -16,14 +16,25 @@
 #include <utility>
 #include <vector>
 
+#include "dlock/detail/lock_base.hpp"
+
 namespace dlock::detail {
 
 struct hold_state {
-  hold_state(std::string n, std::string o, std::chrono::milliseconds l, bool wd, std::uint64_t i)
-      : name{std::move(n)}, owner{std::move(o)}, lease{l}, watchdog{wd}, id{i} {}
+  hold_state(std::string n, std::string o, std::chrono::milliseconds l, bool wd, std::uint64_t i,
+             lock_kind k = lock_kind::mutex)
+      : name{std::move(n)},
+        owner{std::move(o)},
+        field{k == lock_kind::write ? owner + ":write" : owner},
+        kind{k},
+        lease{l},
+        watchdog{wd},
+        id{i} {}
 
   const std::string name;
-  const std::string owner;                // <client-uuid>:<thread-or-lease number>
+  const std::string owner;  // <client-uuid>:<thread-or-lease number>
+  const std::string field;  // the owner's field in the lock hash (`<owner>:write` for a writer)
+  const lock_kind kind;
   const std::chrono::milliseconds lease;  // the lease set on Redis (watchdog lease if watchdog)
   const bool watchdog;                    // renewed by the watchdog
   const std::uint64_t id;                 // key in the renewal schedule
@@ -74,28 +85,45 @@ inline void mark_lost(hold_state& h) {
   }
 }
 
-// The thread-owned holds of one client, by (name, owner). Thread-safe; a thread looks up its own
+// Names a hold among the client's: its kind, field and lock name (a thread may hold the read and
+// the write side of one name).
+inline std::string hold_key(lock_kind kind, const std::string& field, const std::string& name) {
+  std::string out(1, static_cast<char>('0' + static_cast<int>(kind)));
+  out += field;
+  out += ' ';
+  out += name;
+  return out;
+}
+inline std::string hold_key(const hold_state& h) { return hold_key(h.kind, h.field, h.name); }
+
+// The hold's argument to lock_renew.lua: a kind letter and its field.
+inline std::string renew_arg(const hold_state& h) {
+  const char letter = h.kind == lock_kind::read ? 'r' : h.kind == lock_kind::write ? 'w' : 'h';
+  return letter + h.field;
+}
+
+// The thread-owned holds of one client, by hold_key. Thread-safe; a thread looks up its own
 // holds from its own calls, the runtime updates them on the strand.
 class hold_table {
  public:
-  std::shared_ptr<hold_state> find(const std::string& name, const std::string& owner) const {
+  std::shared_ptr<hold_state> find(const std::string& key) const {
     std::lock_guard lock{mu_};
-    auto it = holds_.find({name, owner});
+    auto it = holds_.find(key);
     return it == holds_.end() ? nullptr : it->second;
   }
   void put(const std::shared_ptr<hold_state>& h) {
     std::lock_guard lock{mu_};
-    holds_[{h->name, h->owner}] = h;
+    holds_[hold_key(*h)] = h;
   }
   void erase(const hold_state& h) {
     std::lock_guard lock{mu_};
-    auto it = holds_.find({h.name, h.owner});
+    auto it = holds_.find(hold_key(h));
     if (it != holds_.end() && it->second.get() == &h) holds_.erase(it);
   }
 
  private:
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<hold_state>> holds_;
+  std::map<std::string, std::shared_ptr<hold_state>, std::less<>> holds_;
 };
 
 }  // namespace dlock::detail

@@ -44,21 +44,55 @@ std::uint64_t waiter_registry::parse_ticket(std::string_view payload) {
   return t;
 }
 
-bool waiter_registry::add(const std::string& name, waiter* w) {
-  auto [it, fresh] = names_.try_emplace(name);
+std::string wait_topic::key() const {
+  switch (kind) {
+    case lock_kind::fair:
+      return "\x01" + name + '\x01' + owner;
+    case lock_kind::read:
+    case lock_kind::write:
+      return "\x02" + name;
+    case lock_kind::mutex:
+      break;
+  }
+  return name;
+}
+
+waiter_registry::channel_listeners waiter_registry::channels_of(const wait_topic& topic,
+                                                                const std::string& key) {
+  channel_listeners channels;
+  const auto& name = topic.name;
+  switch (topic.kind) {
+    case lock_kind::fair:
+      channels.emplace_back(keys::fair_waiter_channel(name, topic.owner),
+                            [this, key](const auto& ev) { on_redisson(key, ev); });
+      return channels;
+    case lock_kind::read:
+    case lock_kind::write:
+      channels.emplace_back(keys::rwlock_channel(name),
+                            [this, key](const auto& ev) { on_redisson(key, ev); });
+      return channels;
+    case lock_kind::mutex:
+      break;
+  }
+  // Redisson's channel last: its confirmation (which wakes the waiters for one more check)
+  // comes after the other two are confirmed.
+  channels.emplace_back(keys::waiter_channel(name, client_id_),
+                        [this, name](const auto& ev) { on_handoff(name, ev); });
+  channels.emplace_back(keys::dlock_channel(name),
+                        [this, name](const auto& ev) { on_dlock(name, ev); });
+  channels.emplace_back(keys::lock_channel(name),
+                        [this, name](const auto& ev) { on_redisson(name, ev); });
+  return channels;
+}
+
+bool waiter_registry::add(const wait_topic& topic, waiter* w) {
+  const auto key = topic.key();
+  auto [it, fresh] = names_.try_emplace(key);
   auto& e = it->second;
   if (fresh) {
     ++name_count_;
-    // Redisson's channel last: its confirmation (which wakes the waiters for one more check)
-    // comes after the other two are confirmed.
-    channel_listeners channels;
-    channels.emplace_back(keys::waiter_channel(name, client_id_),
-                          [this, name](const auto& ev) { on_handoff(name, ev); });
-    channels.emplace_back(keys::dlock_channel(name),
-                          [this, name](const auto& ev) { on_dlock(name, ev); });
-    channels.emplace_back(keys::lock_channel(name),
-                          [this, name](const auto& ev) { on_redisson(name, ev); });
-    e.ids = subscribe_(std::move(channels));
+    e.zero_wakes_all = topic.kind == lock_kind::read || topic.kind == lock_kind::write;
+    e.ids = subscribe_(channels_of(topic, key));
   }
   e.waiters.push_back(w);
   const auto early = std::find(named_early_.begin(), named_early_.end(), w->ticket);
@@ -67,8 +101,8 @@ bool waiter_registry::add(const std::string& name, waiter* w) {
   return true;
 }
 
-void waiter_registry::remove(const std::string& name, waiter* w) {
-  auto it = names_.find(name);
+void waiter_registry::remove(const wait_topic& topic, waiter* w) {
+  auto it = names_.find(topic.key());
   if (it == names_.end()) return;
   it->second.waiters.remove(w);
   if (!it->second.waiters.empty()) return;
@@ -85,8 +119,8 @@ void waiter_registry::pass_on(const std::string& name) {
   w->wake(true);
 }
 
-std::size_t waiter_registry::waiters(const std::string& name) const {
-  auto it = names_.find(name);
+std::size_t waiter_registry::waiters(const std::string& key) const {
+  auto it = names_.find(key);
   return it == names_.end() ? 0 : it->second.waiters.size();
 }
 
@@ -139,7 +173,10 @@ void waiter_registry::on_redisson(const std::string& name, const transport::pubs
   if (!e) return;
   if (ev.what == transport::pubsub_event::type::subscribed) return wake_all(*e, false);
   if (common(*e, ev)) return;
-  if (ev.payload == keys::read_unlock_message) return wake_all(*e, true);
+  if (ev.payload == keys::read_unlock_message ||
+      (e->zero_wakes_all && ev.payload == keys::unlock_message)) {
+    return wake_all(*e, true);
+  }
   if (ev.payload != keys::unlock_message) return;
   if (std::exchange(e->skip_zero, false) || e->waiters.empty()) return;
   // In turn: the woken waiter goes to the back, so a waiter whose attempt keeps losing (to a

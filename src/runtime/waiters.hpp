@@ -1,8 +1,13 @@
 // Who waits for which lock in this client, and waking them on pub/sub messages. Strand only
 // (make_ticket is thread-safe).
 //
-// The first waiter of a lock name subscribes three channels (dlock/keys.hpp), the last one to
-// leave unsubscribes them:
+// Waiters are grouped by topic (wait_topic): what they listen to, by lock kind. The first waiter
+// of a topic subscribes its channels (dlock/keys.hpp), the last one to leave unsubscribes them.
+// - fair_mutex: each waiter its own channel, redisson_lock__channel:{name}:<owner>, on which the
+//   unlock tells the queue's head its turn (`0`);
+// - shared_mutex: redisson_rwlock:{name}, where `0` and `1` both wake every waiter of the name
+//   (a freed read-write lock may admit all of them: readers, or the writer first);
+// - mutex: three channels:
 // - this client's waiter channel of the name: an unlock handed the lock to the waiter whose
 //   ticket the message carries; that waiter is woken (its next attempt takes the hold). A
 //   ticket for a waiter not registered yet (the message overtook the reply that queued it) is
@@ -30,9 +35,19 @@
 #include <utility>
 #include <vector>
 
+#include "dlock/detail/lock_base.hpp"
 #include "transport/subscriptions.hpp"
 
 namespace dlock::detail {
+
+// What a waiter listens to: the lock's kind and name, and for a fair lock its owner.
+struct wait_topic {
+  lock_kind kind = lock_kind::mutex;
+  std::string name;
+  std::string owner;  // fair: the waiter's own channel
+  // The registry's key: the name itself for a mutex (pass_on takes it).
+  std::string key() const;
+};
 
 class waiter {
  public:
@@ -67,19 +82,20 @@ class waiter_registry {
 
   // Registers `w` as a waiter of lock `name`. Returns true when its ticket was named already
   // (the caller then wakes it).
-  bool add(const std::string& name, waiter* w);
-  void remove(const std::string& name, waiter* w);
+  bool add(const wait_topic& topic, waiter* w);
+  void remove(const wait_topic& topic, waiter* w);
   // A waiter that a `0` woke ends without the lock: the wake-up goes to the next waiter of the
   // name in this process, as the `0` would have (the lock may be free).
   void pass_on(const std::string& name);
 
-  // A pub/sub event on one of the name's channels (the listeners call these).
+  // A pub/sub event on one of the name's channels (the listeners call these; a topic's key for
+  // on_redisson).
   void on_handoff(const std::string& name, const transport::pubsub_event& ev);
   void on_dlock(const std::string& name, const transport::pubsub_event& ev);
   void on_redisson(const std::string& name, const transport::pubsub_event& ev);
 
   std::size_t names() const noexcept { return name_count_.load(); }  // thread-safe
-  std::size_t waiters(const std::string& name) const;                // strand only
+  std::size_t waiters(const std::string& key) const;                 // strand only
   // Subscriptions the server refused (e.g. NOPERM on channels): waiters fall back to re-checks.
   std::uint64_t refused() const noexcept { return refused_.load(); }
 
@@ -87,8 +103,10 @@ class waiter_registry {
   struct entry {
     std::vector<transport::listener_id> ids;
     std::list<waiter*> waiters;
-    bool skip_zero = false;  // a `y` came: the next `0` is Redisson's waiters'
+    bool skip_zero = false;       // a `y` came: the next `0` is Redisson's waiters'
+    bool zero_wakes_all = false;  // shared_mutex: `0` frees the lock for every waiter
   };
+  channel_listeners channels_of(const wait_topic& topic, const std::string& key);
   void wake_all(entry& e, bool foreign);
   bool common(entry& e, const transport::pubsub_event& ev);  // confirmation, refusal: handled
   entry* find(const std::string& name);

@@ -182,17 +182,20 @@ void watchdog::unindex(const hold_state& h) {
 
 void watchdog::send_group(const std::vector<renewal_schedule::id>& batch, bool renew) {
   std::vector<std::string_view> keys, args;
+  std::vector<std::string> holds;  // the holds' arguments (lock_renew.lua)
+  holds.reserve(batch.size());
   // Only watchdog holds are renewed, and they all have the watchdog lease.
   const auto lease = renew ? std::to_string(watchdog_lease_.count()) : std::string{"0"};
   args.push_back(lease);
   for (auto id : batch) {
     const auto& h = holds_.at(id);
     keys.push_back(h->name);
-    args.push_back(h->owner);
+    holds.push_back(renew_arg(*h));
+    args.push_back(holds.back());
   }
   const auto sent = clock::now();
   if (renew) ++renewals_sent_;
-  scripts_.eval(scripts::mutex_renew, keys, args, command_timeout_,
+  scripts_.eval(scripts::lock_renew, keys, args, command_timeout_,
                 [this, alive = alive_, batch, sent, renew](std::error_code ec, reply r) {
                   if (*alive) on_answer(batch, renew, sent, ec, r);
                 });

@@ -2,7 +2,7 @@
 // Runs on the client's I/O thread.
 //
 // Every hold it tracks has a trusted time (renewal_schedule). Every third of its lease a hold is
-// renewed (watchdog holds) or checked (explicit leases), in batches: one mutex_renew script for
+// renewed (watchdog holds) or checked (explicit leases), in batches: one lock_renew script for
 // up to 100 holds (in a Redis Cluster, for the holds of one slot among them). A reply that finds
 // the hold gone, or no confirmation before the trusted time passes, marks the hold lost
 // (mark_lost): its stop token is requested, its on_lost callbacks run, and it is no longer tracked.
@@ -71,7 +71,7 @@ class watchdog {
   void arm(clock::time_point at);
   void on_timer();
   void send_due(clock::time_point now, bool renew);
-  // One mutex_renew script for `batch`: renewing (watchdog holds) or checking.
+  // One lock_renew script for `batch`: renewing (watchdog holds) or checking.
   void send(const std::vector<renewal_schedule::id>& batch, bool renew,
             std::optional<clock::time_point> top_up_at = std::nullopt);
   void index(const hold_state& h);

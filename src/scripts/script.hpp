@@ -16,7 +16,13 @@ struct script {
 // One declaration per file in src/scripts/lua/.
 extern const script mutex_acquire;
 extern const script mutex_release;
-extern const script mutex_renew;
+extern const script lock_renew;
+extern const script fair_acquire;
+extern const script fair_release;
+extern const script read_acquire;
+extern const script read_release;
+extern const script write_acquire;
+extern const script write_release;
 extern const script mutex_force_unlock;
 extern const script lock_inspect;
 

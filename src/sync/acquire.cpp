@@ -8,6 +8,7 @@
 #include "runtime/client_impl.hpp"
 #include "scripts/script.hpp"
 #include "sync/acquire_machine.hpp"
+#include "sync/kinds.hpp"
 #include "sync/mutex_ops.hpp"
 
 namespace dlock::detail {
@@ -35,7 +36,8 @@ class acquire_op final : public waiter,
       : c_{c},
         hold_{std::move(hold)},
         timer_{c.strand()},
-        keys_{c.cfg(), hold_->name},
+        keys_{c.cfg(), hold_->name, hold_->kind, hold_->owner},
+        topic_{hold_->kind, hold_->name, hold_->owner},
         m_{machine_params(c.cfg(), *hold_, deadline)} {
     ticket = c.waiters().make_ticket();
     ticket_ = std::to_string(ticket);
@@ -51,7 +53,7 @@ class acquire_op final : public waiter,
   // Runs on the I/O thread.
   void start() {
     if (hold_->lost) return complete(errc::lease_lost);
-    c_.undoing().erase(hold_->owner + ' ' + hold_->name);  // this attempt settles the count
+    c_.undoing().erase(hold_key(*hold_));  // this attempt settles the count
     c_.track(this);
     step(m_.start(clock::now()));
   }
@@ -71,33 +73,18 @@ class acquire_op final : public waiter,
     if (a.timer) arm(*a.timer);
     if (a.subscribe && !registered_) {
       registered_ = true;
-      if (c_.waiters().add(hold_->name, this)) wake(false);  // named before it registered
+      if (c_.waiters().add(topic_, this)) wake(false);  // named before it registered
     }
   }
 
   void send_attempt(const acquire_machine::attempt_args& args) {
     const auto sent = clock::now();
     last_sent_ = sent;
-    const auto have = std::to_string(args.have);
-    const auto lease = std::to_string(hold_->lease.count());
-    // The queue record outlives the longest sleep before this waiter's next attempt, with a
-    // second to spare.
-    const auto valid = std::to_string(c_.cfg().wait_recheck.count() + 1000);
-    const std::string_view keys[] = {keys_.name,  keys_.queue,        keys_.records,
-                                     keys_.yield, keys_.slot_counter, keys_.lock_counter};
-    const std::string_view argv[] = {lease,
-                                     hold_->owner,
-                                     have,
-                                     args.queue ? std::string_view{ticket_} : std::string_view{},
-                                     valid,
-                                     c_.id(),
-                                     args.foreign ? "1" : "0"};
-    c_.scripts().eval(scripts::mutex_acquire,
-                      std::span<const std::string_view>{keys, keys_.slot_counter.empty() ? 4u : 6u},
-                      argv, args.budget,
-                      [self = shared_from_this(), sent](std::error_code ec, reply r) {
-                        self->step(self->m_.on_reply(ec, r, sent, clock::now()));
-                      });
+    const attempt_request req{args.have, args.queue, args.foreign, ticket_, args.budget};
+    detail::send_attempt(c_, keys_, *hold_, req,
+                         [self = shared_from_this(), sent](std::error_code ec, reply r) {
+                           self->step(self->m_.on_reply(ec, r, sent, clock::now()));
+                         });
   }
 
   // In the attempt's reply handler: WAIT goes on the connection that replied (replication.hpp).
@@ -123,7 +110,7 @@ class acquire_op final : public waiter,
     ++timer_gen_;
     timer_.cancel();
     if (registered_) {
-      c_.waiters().remove(hold_->name, this);
+      c_.waiters().remove(topic_, this);
       // Woken by a `0` it could not answer (a timeout, a cancellation, an error): the lock may
       // be free, and the other waiters of this process were not woken.
       if (ec && m_.owes_wake()) c_.waiters().pass_on(hold_->name);
@@ -149,6 +136,7 @@ class acquire_op final : public waiter,
   completion<std::shared_ptr<hold_state>> done_;
   asio::steady_timer timer_;
   const lock_keys keys_;
+  const wait_topic topic_;
   acquire_machine m_;
   std::string ticket_;
   clock::time_point last_sent_{};

@@ -102,6 +102,10 @@ acquire_machine::actions acquire_machine::on_reply(std::error_code ec, const rep
     case 3:
       may_hold_ = false;
       return finish(errc::lease_lost, now);
+    case 4:
+      return finish(errc::upgrade_refused, now);
+    case 5:
+      return finish(errc::wrong_kind, now);
     default:
       may_hold_ = true;
       return finish(errc::protocol_error, now);

@@ -8,6 +8,7 @@
 #include "runtime/client_impl.hpp"
 #include "runtime/waiters.hpp"
 #include "scripts/script.hpp"
+#include "sync/kinds.hpp"
 
 namespace dlock::detail {
 
@@ -29,13 +30,32 @@ std::optional<clock::time_point> deadline_after(std::optional<std::chrono::milli
   return clock::now() + std::max(*wait, std::chrono::milliseconds{0});
 }
 
-lock_keys::lock_keys(const config& cfg, const std::string& lock_name)
-    : name{lock_name},
-      queue{keys::waiter_queue(lock_name)},
-      records{keys::waiter_records(lock_name)},
-      yield{keys::yield_marker(lock_name)},
-      channel{keys::lock_channel(lock_name)},
-      dlock_channel{keys::dlock_channel(lock_name)} {
+lock_keys::lock_keys(const config& cfg, const std::string& lock_name, lock_kind kind,
+                     const std::string& owner)
+    : name{lock_name} {
+  switch (kind) {
+    case lock_kind::mutex:
+      queue = keys::waiter_queue(lock_name);
+      records = keys::waiter_records(lock_name);
+      yield = keys::yield_marker(lock_name);
+      dlock_channel = keys::dlock_channel(lock_name);
+      channel = keys::lock_channel(lock_name);
+      break;
+    case lock_kind::fair:
+      queue = keys::fair_queue(lock_name);
+      records = keys::fair_timeouts(lock_name);
+      channel = keys::lock_channel(lock_name);
+      break;
+    case lock_kind::read:
+    case lock_kind::write:
+      queue = keys::waiting_writers(lock_name);
+      channel = keys::rwlock_channel(lock_name);
+      hold_prefix = keys::read_hold_key(lock_name, owner, 0);
+      hold_prefix.pop_back();  // ...:rwlock_timeout: and the hold's number
+      tag = keys::suffixed(lock_name, "");
+      tag.pop_back();
+      break;
+  }
   if (cfg.fencing == config::fencing_mode::on) {
     slot_counter = keys::slot_fencing_counter_of(lock_name);
     lock_counter = keys::fencing_counter(lock_name);
@@ -74,13 +94,13 @@ struct give_back_op : std::enable_shared_from_this<give_back_op> {
                clock::time_point u, std::uint64_t i)
       : c{cl},
         hold{std::move(h)},
-        keys{cl.cfg(), hold->name},
+        keys{cl.cfg(), hold->name, hold->kind, hold->owner},
         have{hv},
         ticket{std::move(t)},
         until{u},
         id{i} {}
 
-  std::string key() const { return hold->owner + ' ' + hold->name; }
+  std::string key() const { return hold_key(*hold); }
   bool pending() const {
     auto it = c.undoing().find(key());
     return it != c.undoing().end() && it->second == id;
@@ -92,13 +112,13 @@ struct give_back_op : std::enable_shared_from_this<give_back_op> {
     if (!pending()) return;  // a newer acquisition of this owner took over
     // (Sent during shutdown too: its sweep aborts waiters, and drains what they send.)
     if (clock::now() >= until) return end();  // expired by itself
-    send_mutex_release(c, keys, hold->lease, hold->owner, have, ticket,
-                       [self = shared_from_this()](std::error_code ec, reply) {
-                         if (!ec || !is_retryable(ec) || self->c.stopped()) {
-                           return self->end();
-                         }
-                         self->retry_later();
-                       });
+    send_release(c, keys, *hold, have, ticket,
+                 [self = shared_from_this()](std::error_code ec, reply) {
+                   if (!ec || !is_retryable(ec) || self->c.stopped()) {
+                     return self->end();
+                   }
+                   self->retry_later();
+                 });
   }
   void retry_later() {
     auto timer = std::make_shared<asio::steady_timer>(c.strand(), pause);

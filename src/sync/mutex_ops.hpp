@@ -56,12 +56,20 @@ canceller start_acquire(client_impl& c, std::shared_ptr<hold_state> hold,
 void start_release(client_impl& c, std::shared_ptr<hold_state> hold, completion<bool> done);
 
 // Deletes the lock whoever holds it and wakes its waiters. Completes with whether it was held.
-void start_force_unlock(client_impl& c, const std::string& name, completion<bool> done);
+void start_force_unlock(client_impl& c, const std::string& name, lock_kind kind,
+                        completion<bool> done);
 
-// Every key and channel the mutex scripts use for lock `name` (dlock/keys.hpp).
+// Every key and channel the scripts of one lock kind use for lock `name` (dlock/keys.hpp).
 struct lock_keys {
-  lock_keys(const config& cfg, const std::string& lock_name);
-  std::string name, queue, records, yield, channel, dlock_channel;
+  lock_keys(const config& cfg, const std::string& lock_name, lock_kind kind = lock_kind::mutex,
+            const std::string& owner = {});
+  std::string name;
+  // mutex: dlock's waiter queue and records; fair: Redisson's queue list and deadlines zset;
+  // read/write: the waiting writers (queue).
+  std::string queue, records;
+  std::string yield, dlock_channel;        // mutex only
+  std::string channel;                     // Redisson's unlock channel of the kind
+  std::string hold_prefix, tag;            // read/write: the owner's hold keys' prefix, `{name}`
   std::string slot_counter, lock_counter;  // empty: fencing off
 };
 

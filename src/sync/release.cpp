@@ -4,6 +4,7 @@
 #include "runtime/client_impl.hpp"
 #include "runtime/renewal_schedule.hpp"
 #include "scripts/script.hpp"
+#include "sync/kinds.hpp"
 #include "sync/mutex_ops.hpp"
 
 namespace dlock::detail {
@@ -47,7 +48,10 @@ struct release_op : std::enable_shared_from_this<release_op> {
   int resends = 0;
 
   release_op(client_impl& cl, std::shared_ptr<hold_state> h, completion<bool> d)
-      : c{cl}, hold{std::move(h)}, done{std::move(d)}, keys{cl.cfg(), hold->name} {}
+      : c{cl},
+        hold{std::move(h)},
+        done{std::move(d)},
+        keys{cl.cfg(), hold->name, hold->kind, hold->owner} {}
 
   void finish(std::error_code ec, bool freed) {
     hold->releasing = false;
@@ -61,10 +65,10 @@ struct release_op : std::enable_shared_from_this<release_op> {
   void send() {
     const auto have = hold->count.load();
     const auto sent = clock::now();
-    send_mutex_release(c, keys, hold->lease, hold->owner, have, {},
-                       [self = shared_from_this(), have, sent](std::error_code ec, reply r) {
-                         self->on_reply(ec, r, have, sent);
-                       });
+    send_release(c, keys, *hold, have, {},
+                 [self = shared_from_this(), have, sent](std::error_code ec, reply r) {
+                   self->on_reply(ec, r, have, sent);
+                 });
   }
 
   // A release's WAIT only reports (replication::shortfalls): the lock is given up either way.
@@ -120,14 +124,18 @@ void start_release(client_impl& c, std::shared_ptr<hold_state> h, completion<boo
   });
 }
 
-void start_force_unlock(client_impl& c, const std::string& name, completion<bool> done) {
-  const auto channel = keys::lock_channel(name);
-  const std::string_view keys[] = {name};
-  const std::string_view args[] = {channel, c.cfg().cluster() ? "1" : "0"};
-  c.scripts().eval(scripts::mutex_force_unlock, keys, args, c.cfg().command_timeout,
-                   [done = std::move(done)](std::error_code ec, reply r) mutable {
-                     done(ec, !ec && r.integer() == 1);
-                   });
+void start_force_unlock(client_impl& c, const std::string& name, lock_kind kind,
+                        completion<bool> done) {
+  const lock_keys k{c.cfg(), name, kind};
+  const bool fair = kind == lock_kind::fair;
+  const std::string_view keys[] = {name, k.queue};
+  const std::string_view args[] = {k.channel, c.cfg().cluster() ? "1" : "0",
+                                   kind == lock_kind::read || kind == lock_kind::write ? "1" : "0"};
+  c.scripts().eval(
+      scripts::mutex_force_unlock, std::span<const std::string_view>{keys, fair ? 2u : 1u}, args,
+      c.cfg().command_timeout, [done = std::move(done)](std::error_code ec, reply r) mutable {
+        done(ec, !ec && r.integer() == 1);
+      });
 }
 
 }  // namespace dlock::detail

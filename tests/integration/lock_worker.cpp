@@ -1,5 +1,8 @@
 // dlock_lock_worker — one dlock::mutex user in its own process, driven by the multi-process
-// integration tests (mutex_process_test.cpp). Every line it prints on stdout is flushed at once.
+// integration tests (mutex_process_test.cpp, family_process_test.cpp). Every line it prints on
+// stdout is flushed at once. A first option `--kind mutex|fair|read|write` picks the lock:
+// dlock::mutex (the default), dlock::fair_mutex, or the read or write side of
+// dlock::shared_mutex.
 //
 //   dlock_lock_worker hold URL NAME
 //       lock() (watchdog lease); prints "acquired <token>"; then holds until stdin closes (or it
@@ -37,6 +40,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -44,10 +48,13 @@
 
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
+#include "dlock/detail/lock_base.hpp"
 #include "dlock/error.hpp"
-#include "dlock/mutex.hpp"
 
 namespace {
+
+using lock_kind = dlock::detail::lock_kind;
+lock_kind kind = lock_kind::mutex;
 
 void say(const std::string& line) { std::cout << line << '\n' << std::flush; }
 
@@ -68,7 +75,7 @@ void wait_for_stdin_eof() {
 
 int hold(const std::string& url, const std::string& name) {
   dlock::client c{dlock::config::from_uri(url)};
-  dlock::mutex m{c, name};
+  dlock::detail::lock_base m{c, name, kind};
   m.lock();
   say("acquired " + std::to_string(m.fencing_token()));
   wait_for_stdin_eof();
@@ -81,7 +88,7 @@ int hold(const std::string& url, const std::string& name) {
 
 int hold_then_check(const std::string& url, const std::string& name) {
   dlock::client c{dlock::config::from_uri(url)};
-  dlock::mutex m{c, name};
+  dlock::detail::lock_base m{c, name, kind};
   m.lock();
   say("acquired " + std::to_string(m.fencing_token()));
   const auto lost = m.lease_lost();
@@ -133,7 +140,7 @@ void write_counter(const std::string& path, const counter_file& f) {
 
 int rmw(const std::string& url, const std::string& name, const std::string& path, long count) {
   dlock::client c{dlock::config::from_uri(url)};
-  dlock::mutex m{c, name};
+  dlock::detail::lock_base m{c, name, kind};
   for (long i = 0; i < count; ++i) {
     m.lock();
     const auto token = m.fencing_token();
@@ -165,7 +172,7 @@ std::int64_t monotonic_ns() {
 int loop(const std::string& url, const std::string& name, long hold_ms, long pause_ms,
          double duration_s, const std::string& log_path) {
   dlock::client c{dlock::config::from_uri(url)};
-  dlock::mutex m{c, name};
+  dlock::detail::lock_base m{c, name, kind};
   c.ping();  // connected
   say("ready");
   wait_for_stdin_eof();
@@ -198,7 +205,8 @@ int loop(const std::string& url, const std::string& name, long hold_ms, long pau
 
 [[noreturn]] void usage() {
   fail(2,
-       "usage: dlock_lock_worker hold URL NAME | hold_then_check URL NAME | "
+       "usage: dlock_lock_worker [--kind mutex|fair|read|write] hold URL NAME | hold_then_check "
+       "URL NAME | "
        "rmw URL NAME FILE COUNT | loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] "
        "[--log FILE]");
 }
@@ -206,6 +214,20 @@ int loop(const std::string& url, const std::string& name, long hold_ms, long pau
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string_view{argv[1]} == "--kind") {
+    const std::string_view k = argv[2];
+    if (k == "fair") {
+      kind = lock_kind::fair;
+    } else if (k == "read") {
+      kind = lock_kind::read;
+    } else if (k == "write") {
+      kind = lock_kind::write;
+    } else if (k != "mutex") {
+      usage();
+    }
+    argv += 2;
+    argc -= 2;
+  }
   if (argc < 4) usage();
   const std::string mode = argv[1];
   const std::string url = argv[2];

@@ -246,7 +246,7 @@ void run_every_path(lab& l, bool keys_in_slot) {
   EXPECT_EQ(b->heard(), l.waiter_channel("idB") + "=11 ");
   const auto handed = l.acquire({.owner = "B:1", .ticket = "11", .id = "idB"});
   EXPECT_EQ(show(handed), "[0, " + std::to_string(l.counter()) + "]");
-  const auto renew = dlock::test::eval(l.c, dlock::scripts::mutex_renew, {l.name}, {"9000", "B:1"});
+  const auto renew = dlock::test::eval(l.c, dlock::scripts::lock_renew, {l.name}, {"9000", "hB:1"});
   EXPECT_EQ(show(renew).substr(0, 2), "[9") << show(renew);
   const auto inspect =
       dlock::test::eval(l.c, dlock::scripts::lock_inspect,

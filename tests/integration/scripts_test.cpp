@@ -27,7 +27,7 @@ class scripts_lab : public testing::Test {
 TEST(scripts, embedded_sha1_matches_what_redis_computes) {
   dlock::test::redis_server srv;
   for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release,
-                        &dlock::scripts::mutex_renew, &dlock::scripts::mutex_force_unlock,
+                        &dlock::scripts::lock_renew, &dlock::scripts::mutex_force_unlock,
                         &dlock::scripts::lock_inspect}) {
     EXPECT_EQ(srv.command({"SCRIPT", "LOAD", std::string(s->text)}), s->sha1) << s->name;
   }
@@ -269,8 +269,8 @@ TEST_F(scripts_lab, renew_reports_each_keys_pttl_or_minus_2) {
   l_.cmd({"HSET", forever, "A:1", "1"});
   l_.cmd({"SET", wrong, "string"});
   auto r =
-      dlock::test::eval(l_.c, dlock::scripts::mutex_renew, {name, missing, other, wrong, forever},
-                        {"60000", "A:1", "A:1", "A:1", "A:1", "A:1"});
+      dlock::test::eval(l_.c, dlock::scripts::lock_renew, {name, missing, other, wrong, forever},
+                        {"60000", "hA:1", "hA:1", "hA:1", "hA:1", "hA:1"});
   ASSERT_EQ(r.r.elements().size(), 5u) << show(r);
   const auto renewed = r.r.elements()[0].integer();
   EXPECT_GT(renewed, 59000);
@@ -283,8 +283,8 @@ TEST_F(scripts_lab, renew_reports_each_keys_pttl_or_minus_2) {
   // Lease '0': only checks, every TTL as it is.
   l_.cmd({"PERSIST", forever});
   const auto before = l_.pttl(name);
-  auto check = dlock::test::eval(l_.c, dlock::scripts::mutex_renew, {name, missing, forever},
-                                 {"0", "A:1", "A:1", "A:1"});
+  auto check = dlock::test::eval(l_.c, dlock::scripts::lock_renew, {name, missing, forever},
+                                 {"0", "hA:1", "hA:1", "hA:1"});
   ASSERT_EQ(check.r.elements().size(), 3u) << show(check);
   EXPECT_LE(check.r.elements()[0].integer(), before);
   EXPECT_GT(check.r.elements()[0].integer(), 50000);

@@ -340,7 +340,7 @@ TEST(acquire_machine_failures, a_malformed_reply_is_a_protocol_error) {
   const reply bad[] = {
       reply::make_integer(0),
       reply::make_nil(),
-      script(4, 0),
+      script(6, 0),
       reply::make_array({reply::make_integer(0)}),
       reply::make_array({reply::make_integer(0), reply::make_integer(1), reply::make_integer(2)}),
       reply::make_array({reply::make_bulk("0"), reply::make_integer(1)}),
@@ -352,6 +352,29 @@ TEST(acquire_machine_failures, a_malformed_reply_is_a_protocol_error) {
         << dlock::to_string(r);
     EXPECT_TRUE(m.done());
   }
+}
+
+// A reader asking for the write side (4) and a name of another lock kind (5) end the operation
+// at once with their own error; nothing was queued, so nothing is given back.
+TEST(acquire_machine_failures, an_upgrade_or_another_kind_fails_at_once) {
+  for (const auto& [code, expected] :
+       {std::pair{4, "complete(upgrade_refused)"}, std::pair{5, "complete(wrong_kind)"}}) {
+    machine m{waiting(10s)};
+    m.start(t0);
+    EXPECT_EQ(show(m.on_reply(ok, script(code, 0), t0, t0 + 1ms)), expected);
+    EXPECT_TRUE(m.done());
+  }
+}
+
+// A writer that queued (its entry among the waiting writers) and then meets another kind leaves
+// the queue: the give-back removes its entry.
+TEST(acquire_machine_failures, another_kind_after_queueing_gives_the_entry_back) {
+  machine m{waiting(10s)};
+  m.start(t0);
+  m.on_reply(ok, script(1, 500), t0, t0 + 1ms);
+  m.on_wake(false, t0 + 2ms);
+  EXPECT_EQ(show(m.on_reply(ok, script(5, 0), t0 + 2ms, t0 + 3ms)),
+            "complete(wrong_kind) give_back(1)");
 }
 
 }  // namespace

@@ -49,6 +49,8 @@ inline std::string name(std::error_code ec) {
       {errc::loading, "loading"},
       {errc::busy, "busy"},
       {errc::wrong_type, "wrong_type"},
+      {errc::wrong_kind, "wrong_kind"},
+      {errc::upgrade_refused, "upgrade_refused"},
       {errc::no_replicas, "no_replicas"},
       {errc::protocol_error, "protocol_error"}};
   for (const auto& [e, n] : names) {

@@ -17,7 +17,7 @@ using dlock::errc;
 const std::vector<errc>& all_codes() {
   static const std::vector<errc> codes = [] {
     std::vector<errc> out;
-    for (int v = static_cast<int>(errc::not_owner); v <= static_cast<int>(errc::unknown_master);
+    for (int v = static_cast<int>(errc::not_owner); v <= static_cast<int>(errc::upgrade_refused);
          ++v) {
       out.push_back(static_cast<errc>(v));
     }
@@ -195,7 +195,7 @@ TEST(error_category, every_code_has_its_own_message) {
     EXPECT_TRUE(seen.insert(msg).second) << "duplicate message: " << msg;
   }
   EXPECT_EQ(dlock::error_category().message(0), unknown);
-  EXPECT_EQ(dlock::error_category().message(static_cast<int>(errc::unknown_master) + 1), unknown);
+  EXPECT_EQ(dlock::error_category().message(static_cast<int>(errc::upgrade_refused) + 1), unknown);
 }
 
 TEST(error_code, compares_with_errc) {

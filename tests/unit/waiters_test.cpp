@@ -35,6 +35,7 @@ using type = pubsub_event::type;
 using clock_type = std::chrono::steady_clock;
 
 const std::string lock_name = "orders";
+const dlock::detail::wait_topic mutex_topic{.name = lock_name, .owner = {}};
 const std::string client = "c0ffee";
 const std::string waiter_ch = "dlock_lock__channel:{orders}:c0ffee";
 const std::string dlock_ch = "dlock_lock__channel:{orders}";
@@ -105,11 +106,11 @@ TEST_F(waiters, the_channel_names_are_the_keys_ones) {
 TEST_F(waiters, the_first_waiter_subscribes_three_channels_in_one_command_redissons_last) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
   EXPECT_EQ(reg.names(), 0u);
-  EXPECT_FALSE(reg.add(lock_name, &a));
+  EXPECT_FALSE(reg.add(mutex_topic, &a));
   EXPECT_EQ(subscribed, (std::vector<std::string>{waiter_ch, dlock_ch, redisson_ch}));
   EXPECT_EQ(subscribe_calls, 1);
   EXPECT_EQ(reg.names(), 1u);
-  EXPECT_FALSE(reg.add(lock_name, &b));
+  EXPECT_FALSE(reg.add(mutex_topic, &b));
   EXPECT_EQ(subscribed.size(), 3u) << "the second waiter subscribes nothing";
   EXPECT_EQ(reg.waiters(lock_name), 2u);
   EXPECT_TRUE(unsubscribed.empty());
@@ -117,32 +118,32 @@ TEST_F(waiters, the_first_waiter_subscribes_three_channels_in_one_command_rediss
 
 TEST_F(waiters, the_last_waiter_to_leave_unsubscribes_all_three_in_one_command) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
-  reg.remove(lock_name, &a);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
+  reg.remove(mutex_topic, &a);
   EXPECT_TRUE(unsubscribed.empty());
   EXPECT_EQ(reg.waiters(lock_name), 1u);
-  reg.remove(lock_name, &b);
+  reg.remove(mutex_topic, &b);
   EXPECT_EQ(std::multiset<listener_id>(unsubscribed.begin(), unsubscribed.end()),
             std::multiset<listener_id>(ids.begin(), ids.end()));
   EXPECT_TRUE(live.empty());
   EXPECT_EQ(reg.waiters(lock_name), 0u);
   EXPECT_EQ(reg.names(), 0u);
   EXPECT_EQ(unsubscribe_calls, 1);
-  reg.remove(lock_name, &b);  // again: nothing
-  reg.remove("other", &b);
+  reg.remove(mutex_topic, &b);  // again: nothing
+  reg.remove({.name = "other", .owner = {}}, &b);
   EXPECT_EQ(unsubscribed.size(), 3u);
   EXPECT_EQ(unsubscribe_calls, 1);
   // A later waiter subscribes again.
-  reg.add(lock_name, &a);
+  reg.add(mutex_topic, &a);
   EXPECT_EQ(subscribed.size(), 6u);
   EXPECT_EQ(live.size(), 3u);
 }
 
 TEST_F(waiters, names_are_independent) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add("other", &b);
+  reg.add(mutex_topic, &a);
+  reg.add({.name = "other", .owner = {}}, &b);
   EXPECT_EQ(reg.names(), 2u);
   EXPECT_EQ(subscribed.size(), 6u);
   EXPECT_EQ(message(redisson_ch, "1"), 1);
@@ -152,9 +153,9 @@ TEST_F(waiters, names_are_independent) {
 
 TEST_F(waiters, a_ticket_on_the_waiter_channel_wakes_exactly_that_waiter) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()}, c{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
-  reg.add(lock_name, &c);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
+  reg.add(mutex_topic, &c);
   EXPECT_EQ(message(waiter_ch, std::to_string(b.ticket)), 1);
   EXPECT_TRUE(a.wakes.empty());
   EXPECT_EQ(b.wakes, std::vector<bool>{false}) << "a hand-off is not foreign";
@@ -164,7 +165,7 @@ TEST_F(waiters, a_ticket_on_the_waiter_channel_wakes_exactly_that_waiter) {
 
 TEST_F(waiters, messages_that_are_no_ticket_wake_nobody_on_the_waiter_channel) {
   fake_waiter a{reg.make_ticket()};
-  reg.add(lock_name, &a);
+  reg.add(mutex_topic, &a);
   for (std::string_view payload : {"0", "1", "y", "", "abc", "-1", "4294967295"}) {
     message(waiter_ch, payload);
   }
@@ -175,34 +176,34 @@ TEST_F(waiters, messages_that_are_no_ticket_wake_nobody_on_the_waiter_channel) {
 // The hand-off message may overtake the reply that queued the waiter: add() reports it.
 TEST_F(waiters, a_ticket_for_an_unregistered_waiter_is_remembered_for_add) {
   fake_waiter a{reg.make_ticket()}, late{reg.make_ticket()}, other{reg.make_ticket()};
-  reg.add(lock_name, &a);
+  reg.add(mutex_topic, &a);
   message(waiter_ch, std::to_string(late.ticket));
   EXPECT_TRUE(a.wakes.empty());
-  EXPECT_FALSE(reg.add(lock_name, &other));
-  EXPECT_TRUE(reg.add(lock_name, &late));
+  EXPECT_FALSE(reg.add(mutex_topic, &other));
+  EXPECT_TRUE(reg.add(mutex_topic, &late));
   EXPECT_TRUE(late.wakes.empty()) << "add() reports it; the caller wakes it";
-  reg.remove(lock_name, &late);
-  EXPECT_FALSE(reg.add(lock_name, &late)) << "reported once";
+  reg.remove(mutex_topic, &late);
+  EXPECT_FALSE(reg.add(mutex_topic, &late)) << "reported once";
   fake_waiter no_ticket;
-  EXPECT_FALSE(reg.add(lock_name, &no_ticket));
+  EXPECT_FALSE(reg.add(mutex_topic, &no_ticket));
 }
 
 TEST_F(waiters, remembered_tickets_are_bounded_the_oldest_dropped) {
   fake_waiter a{reg.make_ticket()};
-  reg.add(lock_name, &a);
+  reg.add(mutex_topic, &a);
   std::vector<fake_waiter> late;
   late.reserve(65);
   for (int i = 0; i < 65; ++i) late.emplace_back(reg.make_ticket());
   for (auto& w : late) message(waiter_ch, std::to_string(w.ticket));
-  EXPECT_FALSE(reg.add(lock_name, &late[0])) << "the 65th dropped the first";
-  for (std::size_t i = 1; i < 65; ++i) EXPECT_TRUE(reg.add(lock_name, &late[i])) << i;
+  EXPECT_FALSE(reg.add(mutex_topic, &late[0])) << "the 65th dropped the first";
+  for (std::size_t i = 1; i < 65; ++i) EXPECT_TRUE(reg.add(mutex_topic, &late[i])) << i;
 }
 
 TEST_F(waiters, zero_wakes_one_waiter_in_turn_as_foreign) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()}, c{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
-  reg.add(lock_name, &c);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
+  reg.add(mutex_topic, &c);
   for (int i = 0; i < 7; ++i) message(redisson_ch, "0");
   EXPECT_EQ(a.wakes, (std::vector<bool>{true, true, true}));
   EXPECT_EQ(b.wakes, (std::vector<bool>{true, true}));
@@ -215,9 +216,9 @@ TEST_F(waiters, zero_wakes_one_waiter_in_turn_as_foreign) {
 
 TEST_F(waiters, zero_takes_a_waiter_that_left_out_of_the_turn) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
-  reg.remove(lock_name, &a);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
+  reg.remove(mutex_topic, &a);
   message(redisson_ch, "0");
   message(redisson_ch, "0");
   EXPECT_TRUE(a.wakes.empty());
@@ -226,8 +227,8 @@ TEST_F(waiters, zero_takes_a_waiter_that_left_out_of_the_turn) {
 
 TEST_F(waiters, one_wakes_all_as_foreign) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
   message(redisson_ch, "1");
   EXPECT_EQ(a.wakes, std::vector<bool>{true});
   EXPECT_EQ(b.wakes, std::vector<bool>{true});
@@ -239,8 +240,8 @@ TEST_F(waiters, one_wakes_all_as_foreign) {
 
 TEST_F(waiters, y_defers_every_waiter_by_the_yield_and_skips_only_the_next_zero) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
   const auto before = clock_type::now();
   EXPECT_EQ(message(dlock_ch, "y"), 1);
   const auto after = clock_type::now();
@@ -262,7 +263,7 @@ TEST_F(waiters, y_defers_every_waiter_by_the_yield_and_skips_only_the_next_zero)
 
 TEST_F(waiters, other_messages_on_the_dlock_channel_do_nothing) {
   fake_waiter a{reg.make_ticket()};
-  reg.add(lock_name, &a);
+  reg.add(mutex_topic, &a);
   for (std::string_view payload : {"0", "1", "Y", "yy", ""}) message(dlock_ch, payload);
   EXPECT_TRUE(a.wake_bys.empty());
   EXPECT_TRUE(a.wakes.empty());
@@ -272,8 +273,8 @@ TEST_F(waiters, other_messages_on_the_dlock_channel_do_nothing) {
 
 TEST_F(waiters, redissons_confirmation_wakes_all_the_others_do_not) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
   publish(waiter_ch, type::subscribed);
   publish(dlock_ch, type::subscribed);
   EXPECT_TRUE(a.wakes.empty());
@@ -285,8 +286,8 @@ TEST_F(waiters, redissons_confirmation_wakes_all_the_others_do_not) {
 
 TEST_F(waiters, a_resubscription_of_any_channel_wakes_all) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
   for (const auto& ch : {waiter_ch, dlock_ch, redisson_ch}) {
     publish(ch, type::resubscribed);
     EXPECT_FALSE(a.wakes.back()) << ch;
@@ -297,8 +298,8 @@ TEST_F(waiters, a_resubscription_of_any_channel_wakes_all) {
 
 TEST_F(waiters, refusals_are_counted_and_reported_once) {
   fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add("other", &b);
+  reg.add(mutex_topic, &a);
+  reg.add({.name = "other", .owner = {}}, &b);
   EXPECT_EQ(reg.refused(), 0u);
   const std::error_code denied = dlock::errc::no_permission;
   for (const auto& ch : {waiter_ch, dlock_ch, redisson_ch}) publish(ch, type::failed, {}, denied);
@@ -313,14 +314,14 @@ TEST_F(waiters, a_waiter_that_leaves_while_woken_does_not_break_wake_all) {
     waiter_registry* reg = nullptr;
     void wake(bool foreign) override {
       fake_waiter::wake(foreign);
-      reg->remove(lock_name, this);
+      reg->remove(mutex_topic, this);
     }
   } a;
   a.ticket = reg.make_ticket();
   a.reg = &reg;
   fake_waiter b{reg.make_ticket()};
-  reg.add(lock_name, &a);
-  reg.add(lock_name, &b);
+  reg.add(mutex_topic, &a);
+  reg.add(mutex_topic, &b);
   message(redisson_ch, "1");
   EXPECT_EQ(a.wakes.size(), 1u);
   EXPECT_EQ(b.wakes.size(), 1u);
@@ -329,10 +330,10 @@ TEST_F(waiters, a_waiter_that_leaves_while_woken_does_not_break_wake_all) {
 
 TEST_F(waiters, events_after_the_last_waiter_left_are_ignored) {
   fake_waiter a{reg.make_ticket()};
-  reg.add(lock_name, &a);
+  reg.add(mutex_topic, &a);
   std::vector<pubsub_listener> kept;
   for (auto& [id, l] : live) kept.push_back(l.second);
-  reg.remove(lock_name, &a);
+  reg.remove(mutex_topic, &a);
   for (auto& l : kept) {
     l(pubsub_event{type::message, {}, {}, "1", {}});
     l(pubsub_event{type::resubscribed, {}, {}, {}, {}});

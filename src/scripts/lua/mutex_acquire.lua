@@ -8,7 +8,8 @@
 -- id, ARGV[7] '1' when a Redisson unlock woke it (the yield marker does not apply).
 -- Returns {0, token} when the caller holds the lock (token 0 for a re-entry), {1, pttl} when
 -- another owner holds it, {2, pttl} when it is free but left to Redisson's waiters for pttl ms,
--- {3, count} when the caller's field holds fewer holds than it expects (its hold was lost).
+-- {3, count} when the caller's field holds fewer holds than it expects (its hold was lost), {5, 0}
+-- when the hash is a read-write lock's (it has `mode`: errc::wrong_kind).
 -- Idempotent: a resend whose first send was applied finds the count it expects plus one and
 -- takes it as it is (a first acquisition then takes a new token). An unlock that handed the
 -- lock to this waiter (mutex_release.lua) left its field at 1 with its lease and the token in
@@ -19,6 +20,7 @@ local ticket = ARGV[4]
 local held = 0
 local exists = have > 0 or redis.call('exists', KEYS[1]) == 1
 if exists then
+  if redis.call('hexists', KEYS[1], 'mode') == 1 then return {5, 0} end  -- a read-write lock
   local field = redis.call('hget', KEYS[1], ARGV[2])
   if field then
     if not string.match(field, '^%d+$') or #field > 9 then

@@ -1,13 +1,20 @@
--- Delete a lock whoever holds it and wake the waiters' processes (Redisson RLock.forceUnlock).
--- KEYS[1] lock hash; ARGV[1] Redisson's channel of the lock, ARGV[2] '1' in a Redis Cluster
--- (SPUBLISH, as mutex_release.lua).
+-- Delete a lock whoever holds it and wake its waiters (Redisson's forceUnlock of RLock,
+-- RFairLock and RReadWriteLock).
+-- KEYS[1] lock hash; KEYS[2] (a fair lock only) its queue redisson_lock_queue:{name}.
+-- ARGV[1] Redisson's channel of the lock, ARGV[2] '1' in a Redis Cluster (SPUBLISH, as
+-- mutex_release.lua), ARGV[3] the message (default '0'; '1' for a read-write lock: wakes all).
+-- A fair lock's message goes to its queue's head, on ARGV[1] .. ':' .. <head owner>.
 -- Returns 1 if the lock existed, 0 if it was free.
-if redis.call('del', KEYS[1]) == 1 then
-  if ARGV[2] == '1' then
-    redis.pcall('spublish', ARGV[1], '0')
-  else
-    redis.pcall('publish', ARGV[1], '0')
-  end
-  return 1
+if redis.call('del', KEYS[1]) == 0 then return 0 end
+local channel = ARGV[1]
+if KEYS[2] then
+  local head = redis.call('lindex', KEYS[2], 0)
+  if not head then return 1 end
+  channel = channel .. ':' .. head
 end
-return 0
+if ARGV[2] == '1' then
+  redis.pcall('spublish', channel, ARGV[3] or '0')
+else
+  redis.pcall('publish', channel, ARGV[3] or '0')
+end
+return 1
