@@ -18,6 +18,8 @@ TEST_P(examples, run_against_a_real_server) {
   EXPECT_EQ(rc, 0) << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(all, examples, ::testing::Values("lock_guard", "async_lease", "fencing"));
+INSTANTIATE_TEST_SUITE_P(all, examples,
+                         ::testing::Values("lock_guard", "async_lease", "fencing", "fair_queue",
+                                           "read_mostly"));
 
 }  // namespace
