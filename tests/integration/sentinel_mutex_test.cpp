@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 using dlock::errc;
 using steady = std::chrono::steady_clock;
 
-long long ms_since(steady::time_point t) {
+long long sentinel_ms_since(steady::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t).count();
 }
 
@@ -67,7 +67,7 @@ TEST_F(sentinel_mode, follows_a_killed_master_and_keeps_a_replicated_hold) {
   group.node(old).kill9();
   const auto killed = steady::now();
   const auto now = group.wait_new_master(old, 15s);
-  const auto failed_over = ms_since(killed);
+  const auto failed_over = sentinel_ms_since(killed);
   EXPECT_NE(now, old);
   // Another client's attempt is refused while the hold lives: it was replicated before the kill.
   dlock::client other{cfg()};
