@@ -113,7 +113,7 @@ class acquire_op final : public waiter,
       c_.waiters().remove(topic_, this);
       // Woken by a `0` it could not answer (a timeout, a cancellation, an error): the lock may
       // be free, and the other waiters of this process were not woken.
-      if (ec && m_.owes_wake()) c_.waiters().pass_on(hold_->name);
+      if (ec && m_.owes_wake()) c_.waiters().pass_on(topic_.key());
     }
     c_.untrack(this);
     if (!ec) {

@@ -89,8 +89,8 @@ void send_release(client_impl& c, const lock_keys& k, const hold_state& h, std::
     }
     case lock_kind::read: {
       const std::string_view keys[] = {k.name};
-      const std::string_view argv[] = {k.channel,     h.owner, have_text,
-                                       k.hold_prefix, k.tag,   cluster_flag(c)};
+      const std::string_view argv[] = {k.channel, h.owner,         have_text, k.hold_prefix,
+                                       k.tag,     cluster_flag(c), lease};
       return c.scripts().eval(scripts::read_release, keys, argv, timeout, std::move(done));
     }
     case lock_kind::write: {

@@ -5,7 +5,8 @@
 -- the slot's fencing counter and KEYS[4] RFencedLock's counter of the name (absent: fencing off).
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] the hold count the caller has now (0: a first
 -- acquisition), ARGV[4] the prefix of the caller's hold keys, {name}:<owner>:rwlock_timeout:
--- hold n lives in prefix .. n with its own lease; the hash lasts at least as long.
+-- hold n lives in prefix .. n with its own lease; the hash lasts at least as long. Every
+-- acquisition or re-entry sets the lease of all of the owner's holds again.
 -- A first read hold waits while another owner holds the write side, or while a dlock writer
 -- waits (writer preference: a live entry of KEYS[2]); the writer itself may take read holds (a
 -- downgrade), and a reader's re-entries never wait.
@@ -25,7 +26,10 @@ if exists then
   if not held then return bad end
 end
 if held < have then return {3, held} end
+-- The n-th hold of the owner, and the lease of its others set again (as a mutex's re-entry sets
+-- its lease): all of an owner's read holds end together.
 local function add_hold(n)
+  for k = 1, math.min(n - 1, 1000) do redis.call('pexpire', ARGV[4] .. k, ARGV[1]) end
   redis.call('set', ARGV[4] .. n, '1', 'PX', ARGV[1])
   expire_at_least(KEYS[1], ARGV[1])
 end

@@ -2,7 +2,8 @@
 -- KEYS[1] the hash. ARGV[1] Redisson's channel redisson_rwlock:{name}, ARGV[2] owner, ARGV[3]
 -- the hold count the caller has now, ARGV[4] its hold keys' prefix (read_acquire.lua), ARGV[5]
 -- '{name}' (or the name, when it has a tag): every owner's hold keys are
--- ARGV[5]:<owner>:rwlock_timeout:<n>, ARGV[6] '1' in a Redis Cluster (SPUBLISH).
+-- ARGV[5]:<owner>:rwlock_timeout:<n>, ARGV[6] '1' in a Redis Cluster (SPUBLISH), ARGV[7] lease
+-- ms (set again on the owner's remaining holds when some remain).
 -- Returns nil when the owner does not hold the count the caller expects, 0 when holds of this
 -- owner remain, 1 when this owner's last hold went, -1 when the count is already ARGV[3] - 1
 -- (a resend that was applied). While other holds remain the hash lasts as long as the longest
@@ -16,6 +17,9 @@ if held == have - 1 then return -1 end
 redis.call('del', ARGV[4] .. have)
 if have > 1 then
   redis.call('hset', KEYS[1], ARGV[2], tostring(have - 1))
+  -- The holds that remain get the lease again, as a mutex's partial release sets it.
+  for k = 1, math.min(have - 1, 1000) do redis.call('pexpire', ARGV[4] .. k, ARGV[7]) end
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[7]) then redis.call('pexpire', KEYS[1], ARGV[7]) end
 else
   redis.call('hdel', KEYS[1], ARGV[2])
 end

@@ -1,0 +1,99 @@
+// dlock::fair_mutex and dlock::shared_mutex on a real 3-master Redis Cluster: every script and
+// hold key on the name's slot master (names with and without their own hash tag), waiters woken
+// on shard channels (a fair waiter's own channel, the read-write channel), renewals per slot.
+// No CROSSSLOT ever.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+
+#include "dlock/client.hpp"
+#include "dlock/fair_mutex.hpp"
+#include "dlock/keys.hpp"
+#include "dlock/shared_mutex.hpp"
+#include "support/redis_cluster.hpp"
+#include "test_util.hpp"
+
+using namespace std::chrono_literals;
+
+namespace cluster_family {
+
+dlock::config family_cluster_config(const dlock::test::redis_cluster& c) {
+  auto cfg = dlock::config::from_uri(c.url() + "?watchdog=1500ms");
+  cfg.reconnect_min = 10ms;
+  cfg.reconnect_max = 100ms;
+  return cfg;
+}
+
+class on_cluster : public testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = new dlock::test::redis_cluster{}; }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void TearDown() override { EXPECT_EQ(cluster_->error_count("CROSSSLOT"), 0); }
+  static dlock::test::redis_cluster* cluster_;
+};
+dlock::test::redis_cluster* on_cluster::cluster_ = nullptr;
+
+TEST_F(on_cluster, a_fair_waiter_is_woken_on_its_shard_channel) {
+  auto& c = *cluster_;
+  dlock::client a{family_cluster_config(c)}, b{family_cluster_config(c)};
+  for (const auto& name :
+       {dlock::test::unique_name("cf"), "jobs{" + dlock::test::unique_name("t") + "}x"}) {
+    dlock::fair_mutex holder{a, name};
+    holder.lock();
+    const auto slot = dlock::keys::slot(name);
+    auto waiter = std::async(std::launch::async, [&b, name] {
+      dlock::fair_mutex m{b, name};
+      const auto t = std::chrono::steady_clock::now();
+      const bool got = m.try_lock_for(10s);
+      const auto waited = std::chrono::steady_clock::now() - t;
+      if (got) m.unlock();
+      return std::pair{got, waited};
+    });
+    ASSERT_TRUE(dlock::test::wait_until(
+        [&] {
+          return c.command_on_slot(slot, {"LLEN", dlock::keys::fair_queue(name)}) == ":1";
+        },
+        5s))
+        << name;
+    std::this_thread::sleep_for(2s);  // a renewal or two on the slot's master
+    EXPECT_FALSE(holder.lease_lost().stop_requested());
+    holder.unlock();
+    const auto [got, waited] = waiter.get();
+    EXPECT_TRUE(got) << name;
+    EXPECT_LT(waited, 4s) << "woken by the unlock, not by a re-check";
+    EXPECT_EQ(c.command_on_slot(slot, {"EXISTS", name}), ":0");
+  }
+}
+
+TEST_F(on_cluster, read_holds_renew_and_a_writer_is_woken_on_the_shard_channel) {
+  auto& c = *cluster_;
+  dlock::client a{family_cluster_config(c)}, b{family_cluster_config(c)};
+  const auto name = dlock::test::unique_name("crw");
+  const auto slot = dlock::keys::slot(name);
+  dlock::shared_mutex reader{a, name};
+  reader.lock_shared();
+  reader.lock_shared();
+  auto writer = std::async(std::launch::async, [&b, name] {
+    dlock::shared_mutex w{b, name};
+    const bool got = w.try_lock_for(15s);
+    if (got) w.unlock();
+    return got;
+  });
+  std::this_thread::sleep_for(3s);  // two renewal periods: the hold keys must be renewed
+  EXPECT_FALSE(reader.read_side().lease_lost().stop_requested());
+  EXPECT_EQ(c.command_on_slot(slot, {"HGET", name, "mode"}), "read");
+  EXPECT_EQ(c.command_on_slot(slot, {"ZCARD", dlock::keys::waiting_writers(name)}), ":1");
+  reader.unlock_shared();
+  reader.unlock_shared();
+  EXPECT_TRUE(writer.get());
+  EXPECT_EQ(c.command_on_slot(slot, {"EXISTS", name}), ":0");
+}
+
+}  // namespace cluster_family
