@@ -128,11 +128,11 @@ void start_force_unlock(client_impl& c, const std::string& name, lock_kind kind,
                         completion<bool> done) {
   const lock_keys k{c.cfg(), name, kind};
   const bool fair = kind == lock_kind::fair;
-  const std::string_view keys[] = {name, k.queue};
+  const std::string_view keys[] = {name, k.queue, k.records};
   const std::string_view args[] = {k.channel, c.cfg().cluster() ? "1" : "0",
                                    kind == lock_kind::read || kind == lock_kind::write ? "1" : "0"};
   c.scripts().eval(
-      scripts::mutex_force_unlock, std::span<const std::string_view>{keys, fair ? 2u : 1u}, args,
+      scripts::mutex_force_unlock, std::span<const std::string_view>{keys, fair ? 3u : 1u}, args,
       c.cfg().command_timeout, [done = std::move(done)](std::error_code ec, reply r) mutable {
         done(ec, !ec && r.integer() == 1);
       });

@@ -244,6 +244,13 @@ TEST_F(family_scripts_rw, a_read_release_keeps_the_hash_as_long_as_the_longest_h
   EXPECT_EQ(f_.cmd({"HGETALL", name}), "[mode, write, W:1:write, 1]");
   EXPECT_EQ(exists(f_.hold("W:1", 1)), ":0");
   EXPECT_EQ(all.heard(), "");
+  // Two read holds of the writer, one released: the write hold's lease is not cut to the read
+  // holds' keys (a writer with a long lease would end early).
+  f_.cmd({"PEXPIRE", name, "60000"});
+  ASSERT_EQ(code(f_.read_acquire({.owner = "W:1", .lease = "5000"})), 0);
+  ASSERT_EQ(code(f_.read_acquire({.owner = "W:1", .have = 1, .lease = "5000"})), 0);
+  EXPECT_EQ(show(f_.read_release({.owner = "W:1", .have = 2, .lease = "5000"})), "0");
+  EXPECT_GT(f_.pttl(name), 59000);
 }
 
 // A write release: partial, last (DEL when only `mode` is left), a downgrade to the owner's read
@@ -286,6 +293,12 @@ TEST_F(family_scripts_rw, a_write_release_frees_or_downgrades_and_publishes_1) {
   EXPECT_EQ(all.heard(), channel + "=1 ");
   EXPECT_EQ(show(f_.write_release({.owner = "Y:1", .leaving = true})), "nil");
   EXPECT_EQ(all.heard(), "") << "it had left already";
+  // A dead writer's entry (its deadline passed) does not keep the last live one from waking
+  // the readers.
+  ASSERT_EQ(code(f_.write_acquire({.owner = "X:1", .waits = true})), 1);
+  f_.cmd({"ZADD", writers, "1", "D:1"});
+  EXPECT_EQ(show(f_.write_release({.owner = "X:1", .leaving = true})), "nil");
+  EXPECT_EQ(all.heard(), channel + "=1 ");
 
   // One whose acquisition was applied gives up: its hold is released.
   ASSERT_EQ(show(f_.read_release({.owner = "R:1"})), "1");

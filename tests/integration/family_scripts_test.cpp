@@ -259,19 +259,27 @@ TEST_F(family_scripts_fair, force_unlock_wakes_the_fair_head_or_every_rw_waiter)
   };
   auto w = waiters({"A:1", "B:1", "C:1"});
   ASSERT_EQ(code(f_.fair_acquire({.owner = "A:1"})), 0);
-  EXPECT_EQ(force({name, f_.fair.queue}, f_.fair.channel, "0"), "1") << "nobody queued";
+  EXPECT_EQ(force({name, f_.fair.queue, f_.fair.records}, f_.fair.channel, "0"), "1")
+      << "nobody queued";
   EXPECT_EQ(f_.cmd({"EXISTS", name}), ":0");
   EXPECT_EQ(w->heard(), "") << "nobody to tell";
 
   ASSERT_EQ(code(f_.fair_acquire({.owner = "A:1"})), 0);
   ASSERT_EQ(code(f_.fair_acquire({.owner = "B:1", .waits = true})), 1);
   ASSERT_EQ(code(f_.fair_acquire({.owner = "C:1", .waits = true})), 1);
-  EXPECT_EQ(force({name, f_.fair.queue}, f_.fair.channel, "0"), "1");
+  EXPECT_EQ(force({name, f_.fair.queue, f_.fair.records}, f_.fair.channel, "0"), "1");
   EXPECT_EQ(f_.cmd({"EXISTS", name}), ":0");
   EXPECT_EQ(queue(), "[B:1, C:1]");
   EXPECT_EQ(w->heard(), f_.head_channel("B:1") + "=0 ");
-  EXPECT_EQ(force({name, f_.fair.queue}, f_.fair.channel, "0"), "0") << "free already";
+  EXPECT_EQ(force({name, f_.fair.queue, f_.fair.records}, f_.fair.channel, "0"), "0")
+      << "free already";
   EXPECT_EQ(w->heard(), "");
+  // A stale head is purged first: the live one behind it hears.
+  f_.cmd({"HSET", name, "A:1", "1"});  // held (the queue's head is B, so no acquire)
+  f_.cmd({"ZADD", f_.fair.records, "1", "B:1"});
+  EXPECT_EQ(force({name, f_.fair.queue, f_.fair.records}, f_.fair.channel, "0"), "1");
+  EXPECT_EQ(queue(), "[C:1]");
+  EXPECT_EQ(w->heard(), f_.head_channel("C:1") + "=0 ");
 
   const auto rw = f_.rw("W:1");
   listener all{srv_, {rw.channel}};

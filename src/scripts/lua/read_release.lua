@@ -25,6 +25,9 @@ else
 end
 local result = have > 1 and 0 or 1
 local mode = redis.call('hget', KEYS[1], 'mode')
+-- The owner's write hold remains (its read holds came from a downgrade): the hash lasts as its
+-- lease says, never shortened to the read holds' keys.
+if mode == 'write' and redis.call('hlen', KEYS[1]) > 1 then return result end
 if redis.call('hlen', KEYS[1]) > 1 then
   local longest = -3
   local fields = redis.call('hkeys', KEYS[1])
@@ -40,7 +43,6 @@ if redis.call('hlen', KEYS[1]) > 1 then
     redis.call('pexpire', KEYS[1], longest)
     return result
   end
-  if mode == 'write' then return result end
 end
 redis.call('del', KEYS[1])
 if ARGV[6] == '1' then

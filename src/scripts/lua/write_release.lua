@@ -9,13 +9,14 @@
 -- published, which wakes every waiter (Redisson publishes only when it deletes the hash, so its
 -- readers wait out the lease after a downgrade). A writer leaving the waiting writers last also
 -- publishes `1`: readers held back by it may go.
+-- dlock:include holds
 local function publish(message)
   if ARGV[7] == '1' then return redis.pcall('spublish', ARGV[1], message) end
   return redis.pcall('publish', ARGV[1], message)
 end
-if ARGV[6] == '1' and redis.call('zrem', KEYS[2], ARGV[5]) == 1 and
-   redis.call('zcard', KEYS[2]) == 0 then
-  publish('1')
+if ARGV[6] == '1' and redis.call('zrem', KEYS[2], ARGV[5]) == 1 then
+  redis.call('zremrangebyscore', KEYS[2], '-inf', time_ms(redis.call('time')))  -- dead writers
+  if redis.call('zcard', KEYS[2]) == 0 then publish('1') end
 end
 local field = redis.call('hget', KEYS[1], ARGV[2])
 if not field then return nil end
