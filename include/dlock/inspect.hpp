@@ -3,16 +3,20 @@
 //   auto s = dlock::inspect(client, "orders:42");
 //   if (s.held) for (auto& h : s.holders) std::cout << h.owner << " x" << h.count << '\n';
 //
-// The lock hash, its PTTL, the fencing counter and the holder descriptions are read in one
-// script (one consistent snapshot); the number of subscribers to the unlock channel comes from
-// a separate PUBSUB NUMSUB (SHARDNUMSUB at the slot's master in a cluster). Holders may describe
-// themselves (host, pid, command, acquisition time) with describe_holder(); the `dlock` command
-// does. Descriptions live in their own hash (keys::holder_info), so the lock hash keeps Redisson's
-// layout exactly, and only descriptions whose owner still holds the lock are reported.
+// Every kind is recognised: a mutex (RLock), a fair_mutex (RFairLock: also its queue) and a
+// shared_mutex (RReadWriteLock: its mode, readers and writer, and dlock's waiting writers).
+// The lock hash, its PTTL, the fencing counter, the holder descriptions and the queues are read
+// in one script (one consistent snapshot); the number of subscribers to the unlock channels
+// comes from a separate PUBSUB NUMSUB (SHARDNUMSUB at the slot's master in a cluster). Holders may
+// describe themselves (host, pid, command, acquisition time) with describe_holder(); the `dlock`
+// command does. Descriptions live in their own hash (keys::holder_info), so the lock hash keeps
+// Redisson's layout exactly, and only descriptions whose owner still holds the lock are reported.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -22,25 +26,59 @@
 namespace dlock {
 
 struct holder {
-  std::string owner;  // the owner field, <client-uuid>:<n>
+  std::string owner;  // the owner field, <client-uuid>:<n> (a writer's without `:write`)
   std::uint32_t count = 0;
   // Set when the holder described itself (describe_holder); empty / 0 otherwise.
   std::string host;
   std::int64_t pid = 0;
   std::string command;
   std::int64_t acquired_unix_ms = 0;
+  // A read-write lock's hold: "read" (the field <owner>) or "write" (<owner>:write; a writer
+  // that downgraded appears twice, once of each). Empty for a mutex or fair lock. Last, so that
+  // aggregate initialisations written before it still mean the same.
+  std::string mode{};
+};
+
+// Which layout the keys of a name show.
+enum class lock_layout : std::uint8_t {
+  none,        // no lock hash, no fair queue, no waiting writer
+  mutex,       // RLock's hash (a fair lock nobody waits for has exactly this layout)
+  fair,        // RFairLock: its queue (keys::fair_queue) is not empty
+  read_write,  // RReadWriteLock: the hash has a `mode` field, or dlock writers wait for it
+};
+
+// An owner waiting in a fair lock's queue, or a dlock writer waiting for a read-write lock.
+struct waiting_owner {
+  std::string owner;
+  // Until its entry counts as gone unless its next attempt renews it, by the server's clock
+  // (negative: passed; Redisson's fair waiters write their client clock's deadlines). nullopt:
+  // a fair queue entry without a deadline.
+  std::optional<std::chrono::milliseconds> expires_in;
 };
 
 struct lock_status {
   bool held = false;                              // by a holder
-  std::vector<holder> holders;                    // one for a mutex
+  std::vector<holder> holders;                    // one for a mutex; readers and the writer
   std::chrono::milliseconds remaining_lease{-2};  // PTTL: -2 free, -1 no expiry
   // The last token issued to any lock of this name's cluster slot (keys::slot_fencing_counter);
   // 0 if none, or with fencing off.
   std::uint64_t fencing_counter = 0;
-  std::int64_t queued = 0;  // dlock waiters in the lock's queue (keys::waiter_queue)
-  std::int64_t subscribers =
-      0;  // processes subscribed to the unlock channel (Redisson's and dlock's)
+  std::int64_t queued = 0;  // dlock waiters in a mutex's queue (keys::waiter_queue)
+  // Clients subscribed to the unlock channels: Redisson's lock channel, the read-write one and
+  // each listed fair waiter's own (Redisson's waiters and dlock's).
+  std::int64_t subscribers = 0;
+
+  lock_layout layout = lock_layout::none;
+  std::string mode;  // read_write: the hash's `mode`, "read" or "write" ("" while free)
+  // fair: the queue in order (its first `listed_max` owners) and its length.
+  std::vector<waiting_owner> fair_queue;
+  std::int64_t fair_queue_length = 0;
+  // read_write: dlock's waiting writers, earliest deadline first (the first `listed_max`), and
+  // their number. New dlock readers wait behind them.
+  std::vector<waiting_owner> waiting_writers;
+  std::int64_t waiting_writers_count = 0;
+
+  static constexpr std::size_t listed_max = 100;
 };
 
 // Errors: errc::invalid_argument (bad name), errc::wrong_type, connection errors.

@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <map>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "dlock/keys.hpp"
 #include "resp/encoder.hpp"
@@ -25,53 +28,46 @@ reply run_script(detail::client_impl& c, const std::string& name, std::error_cod
   // place: lock_inspect.lua reads no counter, so no ACL right to one is needed).
   const detail::lock_keys k{c.cfg(), name};
   const auto info = keys::holder_info(name);
+  const auto fair_queue = keys::fair_queue(name);
+  const auto fair_timeouts = keys::fair_timeouts(name);
+  const auto writers = keys::waiting_writers(name);
+  const auto limit = std::to_string(lock_status::listed_max);
   return detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
     std::string_view ks[] = {name, k.slot_counter.empty() ? std::string_view{name} : k.slot_counter,
                              info, k.queue};
-    c.scripts().eval(scripts::lock_inspect, ks, {}, c.cfg().command_timeout, std::move(done));
+    std::string_view args[] = {fair_queue, fair_timeouts, writers, limit};
+    c.scripts().eval(scripts::lock_inspect, ks, args, c.cfg().command_timeout, std::move(done));
   });
 }
 
-// Waiters listen on the unlock channel: a plain channel on a single server, a shard channel at
-// the slot's master in a cluster (as Redisson's do), which only SHARDNUMSUB counts.
-std::int64_t subscribers(detail::client_impl& c, const std::string& name, std::error_code& ec) {
-  const auto channel = keys::lock_channel(name);
-  const bool cluster = c.cfg().cluster();
-  auto r = detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
-    c.submit(cluster ? keys::slot(channel) : std::uint16_t{0},
-             resp::encode_command({"PUBSUB", cluster ? "SHARDNUMSUB" : "NUMSUB", channel}),
-             std::move(done));
-  });
-  if (ec || r.elements().size() != 2) return 0;
-  return r.elements()[1].to_integer().value_or(0);
-}
-
-}  // namespace
-
-lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
-  ec.clear();
-  lock_status out;
-  auto& c = detail::client_access::impl(cl);
-  if ((ec = detail::validate_name(c.cfg(), name))) return out;
-  auto r = run_script(c, name, ec);
-  if (ec) return out;
+// {owner, ms or nil, ...} as lock_inspect.lua lists waiters.
+std::vector<waiting_owner> waiting_owners(const reply& r) {
+  std::vector<waiting_owner> out;
   const auto& e = r.elements();
-  if (e.size() != 6) {
-    ec = errc::protocol_error;
-    return out;
+  for (std::size_t i = 0; i + 1 < e.size(); i += 2) {
+    waiting_owner w{e[i].str(), std::nullopt};
+    if (const auto ms = e[i + 1].to_integer()) w.expires_in = std::chrono::milliseconds{*ms};
+    out.push_back(std::move(w));
   }
-  if (e[0].str() != "hash" && e[0].str() != "none") {
-    ec = errc::wrong_type;
-    return out;
-  }
+  return out;
+}
+
+// The hash's fields as holders (a read-write lock's `mode` is none), with their descriptions.
+void read_holders(const reply& fields_reply, const reply& info_reply, bool read_write,
+                  lock_status& out) {
   std::map<std::string, std::string> info;
-  for (std::size_t i = 0; i + 1 < e[4].elements().size(); i += 2) {
-    info[e[4].elements()[i].str()] = e[4].elements()[i + 1].str();
-  }
-  const auto& fields = e[1].elements();
+  const auto& d = info_reply.elements();
+  for (std::size_t i = 0; i + 1 < d.size(); i += 2) info[d[i].str()] = d[i + 1].str();
+  const auto& fields = fields_reply.elements();
   for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
     holder h;
     h.owner = fields[i].str();
+    if (read_write) {
+      if (h.owner == "mode") continue;
+      constexpr std::string_view write_suffix = ":write";
+      h.mode = h.owner.ends_with(write_suffix) ? "write" : "read";
+      if (h.mode == "write") h.owner.resize(h.owner.size() - write_suffix.size());
+    }
     h.count = static_cast<std::uint32_t>(to_int(fields[i + 1].str()));
     const auto names = holder_fields(h.owner);  // host, pid, command, acquired_ms
     auto get = [&](std::size_t field) {
@@ -84,11 +80,82 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
     h.acquired_unix_ms = to_int(get(3));
     out.holders.push_back(std::move(h));
   }
+}
+
+// The `mode` field's value in HGETALL's reply; nullopt without one.
+std::optional<std::string> mode_field(const reply& fields_reply) {
+  const auto& fields = fields_reply.elements();
+  for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+    if (fields[i].str() == "mode") return fields[i + 1].str();
+  }
+  return std::nullopt;
+}
+
+// Which kind the snapshot shows: the hash's `mode` marks a read-write lock, a queue a fair one.
+void read_layout(const std::vector<reply>& e, lock_status& out) {
+  out.fair_queue_length = e[6].to_integer().value_or(0);
+  out.fair_queue = waiting_owners(e[7]);
+  out.waiting_writers_count = e[8].to_integer().value_or(0);
+  out.waiting_writers = waiting_owners(e[9]);
+  const auto mode = mode_field(e[1]);
+  const bool hash = e[0].str() == "hash";
+  if (mode) {
+    out.layout = lock_layout::read_write;
+    out.mode = *mode;
+  } else if (out.fair_queue_length > 0) {
+    out.layout = lock_layout::fair;
+  } else if (hash) {
+    out.layout = lock_layout::mutex;
+  } else if (out.waiting_writers_count > 0) {
+    out.layout = lock_layout::read_write;
+  }
+}
+
+// Waiters listen on the unlock channel of their kind: a plain channel on a single server, a
+// shard channel at the slot's master in a cluster (as Redisson's do), which only SHARDNUMSUB
+// counts. All of them are counted, so a waiter of any kind is.
+std::int64_t subscribers(detail::client_impl& c, const std::string& name, const lock_status& s,
+                         std::error_code& ec) {
+  const bool cluster = c.cfg().cluster();
+  std::vector<std::string> args{"PUBSUB", cluster ? "SHARDNUMSUB" : "NUMSUB",
+                                keys::lock_channel(name), keys::rwlock_channel(name)};
+  for (const auto& w : s.fair_queue) args.push_back(keys::fair_waiter_channel(name, w.owner));
+  auto r = detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
+    c.submit(cluster ? keys::slot(args[2]) : std::uint16_t{0}, resp::encode_command(args),
+             std::move(done));
+  });
+  if (ec) return 0;
+  std::int64_t n = 0;
+  const auto& e = r.elements();
+  for (std::size_t i = 1; i < e.size(); i += 2) n += e[i].to_integer().value_or(0);
+  return n;
+}
+
+}  // namespace
+
+lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
+  ec.clear();
+  lock_status out;
+  auto& c = detail::client_access::impl(cl);
+  if ((ec = detail::validate_name(c.cfg(), name))) return out;
+  auto r = run_script(c, name, ec);
+  if (ec) return out;
+  const auto& e = r.elements();
+  if (e.size() != 10) {
+    ec = errc::protocol_error;
+    return out;
+  }
+  if (e[0].str() != "hash" && e[0].str() != "none") {
+    ec = errc::wrong_type;
+    return out;
+  }
+  read_layout(e, out);
+  read_holders(e[1], e[4], out.layout == lock_layout::read_write, out);
   out.held = !out.holders.empty();
   out.queued = e[5].to_integer().value_or(0);
   out.remaining_lease = std::chrono::milliseconds{e[2].integer()};
   out.fencing_counter = static_cast<std::uint64_t>(e[3].to_integer().value_or(0));
-  out.subscribers = subscribers(c, name, ec);
+  out.subscribers = subscribers(c, name, out, ec);
   return out;
 }
 

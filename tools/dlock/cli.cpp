@@ -68,7 +68,9 @@ std::chrono::milliseconds duration_arg(const std::string& text, const char* what
 
 int exit_code_for(std::error_code ec) {
   using dlock::errc;
-  if (ec == errc::invalid_argument || ec == errc::invalid_uri || ec == errc::wrong_type) {
+  // Misuse of a name, as much as bad input: a key of another type, a lock of another kind.
+  if (ec == errc::invalid_argument || ec == errc::invalid_uri || ec == errc::wrong_type ||
+      ec == errc::wrong_kind || ec == errc::upgrade_refused) {
     return exit_usage;
   }
   if (ec == errc::timeout) return exit_tempfail;
@@ -87,7 +89,9 @@ bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args&
     return false;
   }
   std::string error;
-  if (o.name.empty()) {
+  if (int(o.fair) + int(o.shared) + int(o.rw) > 1) {
+    error = "--fair, --shared and --rw choose the kind of lock: give one of them at most";
+  } else if (o.name.empty()) {
     error = "the lock name must not be empty";
   } else if (a.lease_time && a.lease_time->count() == 0) {
     error = "--lease must be positive";
@@ -98,7 +102,42 @@ bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args&
     error = std::move(chosen.error);
   }
   if (!error.empty()) complain("exec", error);
+  a.kind = o.fair     ? lock_kind::fair
+           : o.shared ? lock_kind::read
+           : o.rw     ? lock_kind::write
+                      : lock_kind::mutex;
   return error.empty();
+}
+
+std::string kind_text(lock_kind kind) {
+  switch (kind) {
+    case lock_kind::fair:
+      return "fair lock";
+    case lock_kind::read:
+      return "read hold of a read-write lock";
+    case lock_kind::write:
+      return "write hold of a read-write lock";
+    case lock_kind::mutex:
+      break;
+  }
+  return "lock";
+}
+
+chosen_lock::chosen_lock(dlock::client& c, const std::string& name, lock_kind kind) {
+  switch (kind) {
+    case lock_kind::mutex:
+      side_ = &lock_.emplace<dlock::mutex>(c, name);
+      break;
+    case lock_kind::fair:
+      side_ = &lock_.emplace<dlock::fair_mutex>(c, name);
+      break;
+    case lock_kind::read:
+      side_ = &lock_.emplace<dlock::shared_mutex>(c, name).read_side();
+      break;
+    case lock_kind::write:
+      side_ = &lock_.emplace<dlock::shared_mutex>(c, name).write_side();
+      break;
+  }
 }
 
 void complain(const std::string& what, const std::string& message) {

@@ -5,6 +5,7 @@
 #include <dlock/dlock.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "exec_schedule.hpp"
@@ -50,9 +51,28 @@ std::string host_name();
 // The words of `v`, separated by spaces.
 std::string join(const std::vector<std::string>& v);
 
+// The kinds of lock `dlock exec` takes: --fair, --shared (a read hold), --rw (a write hold).
+enum class lock_kind { mutex, fair, read, write };
+
+// "fair lock", "read hold of a read-write lock"...: for messages.
+std::string kind_text(lock_kind kind);
+
+// The lock of the kind asked for, as the dlock::detail::lock_base every kind is (a mutex, a
+// fair_mutex, or one side of a shared_mutex), so that exec has one code path for all.
+class chosen_lock {
+ public:
+  chosen_lock(dlock::client& c, const std::string& name, lock_kind kind);
+  dlock::detail::lock_base& get() noexcept { return *side_; }
+
+ private:
+  std::variant<std::monostate, dlock::mutex, dlock::fair_mutex, dlock::shared_mutex> lock_;
+  dlock::detail::lock_base* side_ = nullptr;
+};
+
 struct exec_options {
   std::optional<std::string> wait, lease;
-  std::optional<std::string> kill_after;  // default: a third of the lease, at most 10s
+  std::optional<std::string> kill_after;          // default: a third of the lease, at most 10s
+  bool fair = false, shared = false, rw = false;  // at most one
   std::string name;
   std::vector<std::string> command;
 };
@@ -60,6 +80,7 @@ int run_exec(const global_options& g, const exec_options& o);
 
 // exec's options, checked and read.
 struct exec_args {
+  lock_kind kind = lock_kind::mutex;
   std::optional<std::chrono::milliseconds> wait, lease_time;
   std::chrono::milliseconds lease{};  // --lease, else the config's watchdog lease
   exec_timing timing{};               // --kill-after (or its default) and the margin

@@ -108,10 +108,19 @@ class holder_refresh {
   std::jthread thread_;
 };
 
+// Why a lock of another kind under the name refuses exec.
+std::string wrong_kind(const std::string& name, lock_kind asked) {
+  const auto see = " (`dlock status " + name + "` shows it)";
+  if (asked == lock_kind::read || asked == lock_kind::write) {
+    return "held as a mutex or fair lock, not a read-write lock: leave out --shared and --rw" + see;
+  }
+  return "held as a read-write lock: use --shared or --rw" + see;
+}
+
 // Waits for the lock (or a signal that ends the wait). A lease, or the exit code to return.
 std::variant<dlock::lease, int> acquire(const global_options& g, const exec_options& o,
-                                        const exec_args& a, dlock::client& client, dlock::mutex& m,
-                                        const sigset_t& signals) {
+                                        const exec_args& a, dlock::client& client,
+                                        dlock::detail::lock_base& m, const sigset_t& signals) {
   const pid_t self = getpid();
   acquisition got;
   auto on_acquired = [&got, self](std::error_code ec, dlock::lease l) {
@@ -133,7 +142,8 @@ std::variant<dlock::lease, int> acquire(const global_options& g, const exec_opti
   } else {
     m.async_lock(on_acquired);
   }
-  verbose(g, "waiting for " + o.name);
+  verbose(g, "waiting for " + o.name +
+                 (a.kind == lock_kind::mutex ? "" : " (" + kind_text(a.kind) + ")"));
 
   for (;;) {
     const int sig = wait_signal(signals, 1h);
@@ -154,7 +164,11 @@ std::variant<dlock::lease, int> acquire(const global_options& g, const exec_opti
     return exit_tempfail;
   }
   if (got.ec) {
-    complain("exec: " + o.name, got.ec);
+    if (got.ec == dlock::errc::wrong_kind) {
+      complain("exec: " + o.name, wrong_kind(o.name, a.kind));
+    } else {
+      complain("exec: " + o.name, got.ec);
+    }
     return exit_code_for(got.ec);
   }
   const auto waited = std::chrono::duration_cast<milliseconds>(steady::now() - wait_started);
@@ -329,8 +343,8 @@ int run_exec(const global_options& g, const exec_options& o) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);  // before the client's threads exist: they inherit it
 
   dlock::client client{cfg};
-  dlock::mutex m{client, o.name};
-  auto got = acquire(g, o, a, client, m, signals);
+  chosen_lock lock{client, o.name, a.kind};
+  auto got = acquire(g, o, a, client, lock.get(), signals);
   if (auto* code = std::get_if<int>(&got)) return *code;
   dlock::lease lease = std::move(std::get<dlock::lease>(got));
   lease.on_lost([self = getpid()] { kill(self, SIGUSR1); });

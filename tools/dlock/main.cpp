@@ -11,6 +11,9 @@ Examples:
   dlock exec nightly-report -- ./report.sh --full     # one host at a time, wait as long as it takes
   dlock exec --wait 0 backup -- pg_dump db             # skip (exit 75) if another host runs it
   dlock exec --wait 30s --lease 10m import -- ./import # fixed lease, no watchdog
+  dlock exec --fair deploy -- ./deploy.sh              # waiters served in arrival order
+  dlock exec --shared catalog -- ./read-catalog.sh     # many readers at once...
+  dlock exec --rw catalog -- ./rebuild-catalog.sh      # ...or one writer
   dlock status nightly-report --json
   dlock unlock --force nightly-report
   DLOCK_URL=rediss://redis.internal:6380 dlock --ca /etc/ssl/ca.pem ping
@@ -20,7 +23,8 @@ Examples:
 Exit codes: exec: the command's (128+N if killed by signal N); 75 not acquired within --wait;
 70 the lease was lost or about to end while the command ran (it was stopped), or had too little
 time left to start it; 69 Redis unreachable, auth or TLS failure;
-64 bad usage or input; 127 command not found. status and unlock --force: 0 held, 1 free.
+64 bad usage or input (also: NAME is a key of another type, or a lock of another kind);
+127 command not found. status and unlock --force: 0 held, 1 free.
 ping: 0, or 69 if Redis (on a cluster, any node) cannot be reached.
 )";
 
@@ -56,12 +60,21 @@ int main(int argc, char** argv) {
   exec->add_option("--kill-after", eo.kill_after,
                    "when the lease is lost or about to end: SIGKILL this long after SIGTERM "
                    "(at most a third of the lease; default: a third, at most 10s)");
+  exec->add_flag("--fair", eo.fair,
+                 "a fair lock (Redisson's RFairLock): waiters served in arrival order");
+  exec->add_flag("--shared", eo.shared,
+                 "a read hold of a read-write lock (Redisson's RReadWriteLock): shared with "
+                 "other --shared execs, excludes --rw");
+  exec->add_flag("--rw", eo.rw,
+                 "the write hold of a read-write lock: excludes every other hold; waiting, it "
+                 "holds back new --shared execs");
   exec->add_option("name", eo.name, "lock name")->required();
   exec->add_option("command", eo.command, "command and its arguments (after --)")->required();
 
   std::string name;
   bool json = false, force = false;
-  auto* status = app.add_subcommand("status", "show a lock: holders, lease, fencing counter");
+  auto* status = app.add_subcommand(
+      "status", "show a lock of any kind: holders, queues, lease, fencing counter");
   status->add_option("name", name, "lock name")->required();
   status->add_flag("--json", json, "machine-readable output (see docs/cli.md)");
   auto* unlock = app.add_subcommand("unlock", "release a lock whoever holds it (--force)");
