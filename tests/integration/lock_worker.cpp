@@ -1,8 +1,8 @@
 // dlock_lock_worker — one dlock::mutex user in its own process, driven by the multi-process
-// integration tests (mutex_process_test.cpp, family_process_test.cpp). Every line it prints on
-// stdout is flushed at once. A first option `--kind mutex|fair|read|write` picks the lock:
-// dlock::mutex (the default), dlock::fair_mutex, or the read or write side of
-// dlock::shared_mutex.
+// integration tests (mutex_process_test.cpp, family_process_test.cpp, family_interop_test.cpp).
+// Every line it prints on stdout is flushed at once. A first option
+// `--kind mutex|fair|read|write` picks the lock: dlock::mutex (the default), dlock::fair_mutex,
+// or the read or write side of dlock::shared_mutex.
 //
 //   dlock_lock_worker hold URL NAME
 //       lock() (watchdog lease); prints "acquired <token>"; then holds until stdin closes (or it
@@ -15,12 +15,14 @@
 //       COUNT times: lock(); read "<value> <last token>" from FILE; check the fencing token is
 //       larger than the last one written; write "<value + 1> <token>"; unlock(). Exits 0.
 //   dlock_lock_worker loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] [--log FILE]
+//                     [--owner]
 //       prints "ready" once connected and waits for EOF on stdin (so that several processes
 //       start together); then for N seconds (default 6): try_lock_until(the end); hold N ms
 //       (default 1); unlock(); pause N ms (default 0). With --log, appends "<start ns> <end ns>"
 //       (CLOCK_MONOTONIC, taken after lock() returned and before unlock() was called: inside the
 //       hold) per acquisition to FILE, written at the end. Prints "count <acquisitions>" and
-//       "max_lock_ms <longest lock()>".
+//       "max_lock_ms <longest lock()>". With --owner, first prints "owner <field>": the hash
+//       field it holds the lock as, which is also its entry in a fair lock's queue.
 //
 // Errors: a message on stderr and a non-zero exit (2 usage, 3 lock errors, 4 file errors, 5 a
 // broken invariant: the file was seen empty or a fencing token went backwards).
@@ -170,10 +172,11 @@ std::int64_t monotonic_ns() {
 }
 
 int loop(const std::string& url, const std::string& name, long hold_ms, long pause_ms,
-         double duration_s, const std::string& log_path) {
+         double duration_s, const std::string& log_path, bool owner) {
   dlock::client c{dlock::config::from_uri(url)};
   dlock::detail::lock_base m{c, name, kind};
   c.ping();  // connected
+  if (owner) say("owner " + m.own_field());
   say("ready");
   wait_for_stdin_eof();
   std::vector<std::pair<std::int64_t, std::int64_t>> holds;
@@ -208,7 +211,7 @@ int loop(const std::string& url, const std::string& name, long hold_ms, long pau
        "usage: dlock_lock_worker [--kind mutex|fair|read|write] hold URL NAME | hold_then_check "
        "URL NAME | "
        "rmw URL NAME FILE COUNT | loop URL NAME [--hold-ms N] [--pause-ms N] [--duration-s N] "
-       "[--log FILE]");
+       "[--log FILE] [--owner]");
 }
 
 }  // namespace
@@ -241,13 +244,20 @@ int main(int argc, char** argv) {
       if (end == argv[5] || *end != '\0' || count < 0) usage();
       return rmw(url, name, argv[4], count);
     }
-    if (mode == "loop" && argc % 2 == 0) {
+    if (mode == "loop") {
       long hold_ms = 1;
       long pause_ms = 0;
       double duration_s = 6;
       std::string log_path;
-      for (int i = 4; i + 1 < argc; i += 2) {
+      bool owner = false;
+      for (int i = 4; i < argc; i += 2) {
         const std::string opt = argv[i];
+        if (opt == "--owner") {
+          owner = true;
+          --i;
+          continue;
+        }
+        if (i + 1 == argc) usage();
         char* end = nullptr;
         if (opt == "--hold-ms") {
           hold_ms = std::strtol(argv[i + 1], &end, 10);
@@ -264,7 +274,7 @@ int main(int argc, char** argv) {
           usage();
         }
       }
-      return loop(url, name, hold_ms, pause_ms, duration_s, log_path);
+      return loop(url, name, hold_ms, pause_ms, duration_s, log_path, owner);
     }
   } catch (const std::exception& e) {
     fail(3, mode + ": " + e.what());
