@@ -87,7 +87,8 @@ class walker {
                             .enter = e.t,
                             .end = e.t,
                             .lock = e.lock,
-                            .left_ms = e.left_ms});
+                            .left_ms = e.left_ms,
+                            .mode = e.mode});
     last_event_.push_back(e.t);
     st.open = r().sections.size() - 1;
     st.last_section_lost = false;

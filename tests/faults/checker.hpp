@@ -2,7 +2,7 @@
 // what broke. The verdicts, each a field of `report`:
 //
 //   safety, all in clean()
-//     overlaps                 two owners' sections of one lock at once
+//     overlaps                 two owners' conflicting sections of one lock at once
 //     trust_violations         another owner entered while a holder still trusted its hold
 //     token_regressions        an enter whose token is not above every earlier one of its lock
 //     fenced_lost_updates      an accepted fenced write replaced a value its holder did not read
@@ -49,6 +49,15 @@
 // newer acquisition took the lock from it). With a correct lock and a holder that checks its
 // lease before each access, there are none.
 //
+// Shared locks. A section whose `enter` recorded "mode":"read" is a read hold of a shared lock
+// (dlock::shared_mutex's read side); "write" is its write side; no mode is an exclusive hold
+// (mutex, fair_mutex, and every history written before modes). Read holds may overlap each
+// other: two read sections at once are counted in shared_overlaps, not reported. Every other pair
+// conflicts, so a write hold is judged as an exclusive one against every hold, read or write:
+// overlaps, trust violations (a conflicting enter inside a trusted window), stale accesses (a
+// reader's access is stale only after a conflicting enter) and token order (a read enter is not
+// compared with earlier read enters: concurrent readers record their enters in any order).
+//
 // FIFO. A wait runs from `acquire` to the owner's next `enter` (waits ending in a timeout or an
 // error, or never ending, are not judged). When two owners waited on one lock at once, the one
 // whose acquire came first — by more than fifo_margin_ns — must enter first.
@@ -74,7 +83,13 @@ struct section {
   std::size_t accesses = 0;
   std::string lock;           // "" in single-lock histories
   std::int64_t left_ms = -1;  // the trust claimed at enter, -1 for none
+  std::string mode;           // "read", "write", or "" (exclusive)
 };
+
+// Whether two holds of one lock may not be held at once: all but two read holds.
+inline bool conflicting(const section& a, const section& b) {
+  return a.mode != "read" || b.mode != "read";
+}
 
 struct overlap {
   std::size_t first = 0, second = 0;  // indices into report::sections, first entered first
@@ -89,8 +104,9 @@ struct check_options {
 };
 
 struct report {
-  std::vector<section> sections;  // by enter time
-  std::vector<overlap> overlaps;
+  std::vector<section> sections;            // by enter time
+  std::vector<overlap> overlaps;            // conflicting sections at once
+  std::size_t shared_overlaps = 0;          // pairs of read sections at once (allowed)
   std::size_t trust_violations = 0;         // enters inside another owner's trusted window
   std::size_t token_regressions = 0;        // an enter whose token is not above every earlier one
   std::size_t fenced_lost_updates = 0;      // accepted fenced writes that replaced a value other

@@ -47,7 +47,7 @@ void overlaps_json(std::ostringstream& o, const report& r, std::int64_t origin) 
     }
     o << ",\"from_ms\":" << ms(ov.from, origin) << ",\"to_ms\":" << ms(ov.to, origin) << "}";
   }
-  o << "]";
+  o << "],\"shared_overlaps\":" << r.shared_overlaps;
 }
 
 void counts_json(std::ostringstream& o, const report& r) {
@@ -81,6 +81,10 @@ void timeline_json(std::ostringstream& o, const report& r, std::int64_t origin) 
     if (!s.lock.empty()) {
       o << ",\"lock\":";
       quote(o, s.lock);
+    }
+    if (!s.mode.empty()) {
+      o << ",\"mode\":";
+      quote(o, s.mode);
     }
     o << ",\"token\":" << s.token << ",\"enter_ms\":" << ms(s.enter, origin);
     if (s.left_ms >= 0) o << ",\"left_ms\":" << s.left_ms;

@@ -32,6 +32,10 @@ void find_overlaps(facts& f, const std::vector<std::size_t>& idx) {
     for (std::size_t a = 0; a < b; ++a) {
       const auto i = idx[a];
       if (s[i].proc == s[j].proc || s[j].enter >= s[i].end) continue;
+      if (!conflicting(s[i], s[j])) {
+        ++r.shared_overlaps;
+        continue;
+      }
       r.overlaps.push_back({i, j, s[j].enter, std::min(s[i].end, s[j].end)});
       f.note(who(s[i]) + " and " + who(s[j]) + " both held the lock from " +
              ms(s[j].enter, f.origin) + " to " + ms(std::min(s[i].end, s[j].end), f.origin) +
@@ -50,7 +54,7 @@ void find_trust_violations(facts& f, const std::vector<std::size_t>& idx) {
     if (holder.how != section::ending::cut) until = std::min(until, holder.end);
     for (std::size_t b = a + 1; b < idx.size() && s[idx[b]].enter < until; ++b) {
       const auto& other = s[idx[b]];
-      if (other.proc == holder.proc) continue;
+      if (other.proc == holder.proc || !conflicting(holder, other)) continue;
       ++f.r.trust_violations;
       f.note(who(other) + " entered at " + ms(other.enter, f.origin) + " ms while " + who(holder) +
              " trusted its hold until " + ms(until, f.origin) + " ms (left " +
@@ -59,34 +63,54 @@ void find_trust_violations(facts& f, const std::vector<std::size_t>& idx) {
   }
 }
 
+// A read enter is compared with the earlier conflicting enters only: readers entering together
+// record their enters in any order, whatever the order their tokens were issued in.
 void find_token_regressions(facts& f, const std::vector<std::size_t>& idx) {
-  std::uint64_t highest = 0;
+  std::uint64_t highest = 0, highest_conflicting = 0;  // of all enters; of those but reads
   for (const auto i : idx) {
     const auto& s = f.r.sections[i];
-    if (s.token <= highest) {
+    const bool read = s.mode == "read";
+    const auto above = read ? highest_conflicting : highest;
+    if (s.token <= above) {
       ++f.r.token_regressions;
       f.note(s.proc + " entered at " + ms(s.enter, f.origin) + " ms with token " +
-             std::to_string(s.token) + ", not above " + std::to_string(highest));
+             std::to_string(s.token) + ", not above " + std::to_string(above));
     }
     highest = std::max(highest, s.token);
+    if (!read) highest_conflicting = std::max(highest_conflicting, s.token);
   }
 }
 
+// The enters of one lock in time order, as times and section indices: all of them, or (what a
+// read hold conflicts with) all but the read holds'.
+struct lock_enters {
+  std::vector<std::int64_t> t;
+  std::vector<std::size_t> index;  // into report::sections
+  void add(const section& s, std::size_t i) {
+    t.push_back(s.enter);
+    index.push_back(i);
+  }
+};
+
 void find_stale_accesses(facts& f, const std::map<std::string, std::vector<std::size_t>>& locks) {
   const auto& sections = f.r.sections;
-  std::map<std::string, std::vector<std::int64_t>> enters;
+  std::map<std::string, lock_enters> all, not_read;
   for (const auto& [lock, idx] : locks) {
-    for (const auto i : idx) enters[lock].push_back(sections[i].enter);
+    for (const auto i : idx) {
+      all[lock].add(sections[i], i);
+      if (sections[i].mode != "read") not_read[lock].add(sections[i], i);
+    }
   }
   for (const auto& a : f.accesses) {
     const auto& s = sections[a.section];
-    const auto& e = enters[s.lock];
-    // Any enter on this lock strictly between this section's enter and the access?
+    const auto& enters = s.mode == "read" ? not_read[s.lock] : all[s.lock];
+    const auto& e = enters.t;
+    // Any conflicting enter on this lock strictly between this section's enter and the access?
     const auto lo = std::upper_bound(e.begin(), e.end(), s.enter);
     const auto hi = std::lower_bound(e.begin(), e.end(), a.t);
     if (lo >= hi) continue;
     ++f.r.stale_accesses;
-    const auto& newer = sections[locks.at(s.lock)[static_cast<std::size_t>(lo - e.begin())]];
+    const auto& newer = sections[enters.index[static_cast<std::size_t>(lo - e.begin())]];
     f.note(who(s) + " " + a.kind + " at " + ms(a.t, f.origin) + " ms after " + who(newer) +
            " entered at " + ms(newer.enter, f.origin) + " ms");
   }

@@ -4,10 +4,14 @@
 //
 //   dlock_fault_worker --lock-url URL --resource-url URL --name NAME --id ID --history FILE
 //                      [--lock dlock|broken-no-owner-check|broken-no-expiry|
-//                              broken-reuses-tokens|broken-over-reports-trust] [--count N]
+//                              broken-reuses-tokens|broken-over-reports-trust]
+//                      [--kind mutex|fair|read|write|broken-read-as-write] [--count N]
 //                      [--wait MS] [--lease MS] [--hold MS] [--hold-first MS] [--jitter MS]
-//                      [--think MS] [--seed N]
+//                      [--think MS] [--seed N] [--stop-before-write 1]
 //
+// --kind picks dlock's lock (worker_lock.hpp): a mutex by default, a fair_mutex, or either side
+// of a shared_mutex; a reader's sections record "mode":"read" and end after the hold (with one
+// more lease check), without writing.
 // A section: acquire (wait up to --wait; --lease 0 = dlock's watchdog lease) → `enter` →
 // fenced read → unfenced GET → hold (--hold-first for the first section, else --hold, plus up to
 // --jitter from a generator seeded with --seed; cut short when the lease is lost) → fenced write
@@ -21,39 +25,39 @@
 // `timeout` or an `error` event, which do not count as sections).
 //
 // stdout, one flushed line per step, for tests to follow: `enter <token>`, `exit <token>`,
-// `lost <token>`, `timeout`, `error <text>`, `done <sections>`.
+// `lost <token>`, `timeout`, `error <text>`, `done <sections>`, and with --stop-before-write
+// `stop <token>`: in its first section the worker then stops itself (SIGSTOP) between its last
+// lease check and its fenced write — the check-then-act window only fencing closes — and writes
+// once it is continued.
 // Exit codes: 0 done, 2 usage, 3 setup errors, 6 an acquisition hung past its wait + 30 s.
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
-#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
-#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
 
-#include "broken_lock.hpp"
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
 #include "dlock/error.hpp"
-#include "dlock/lease.hpp"
-#include "dlock/mutex.hpp"
 #include "history.hpp"
 #include "resource.hpp"
+#include "worker_lock.hpp"
 
 namespace {
 
 using dlock::faults::event;
+using dlock::faults::held_lock;
 using std::chrono::milliseconds;
 using namespace std::chrono_literals;
 
@@ -69,100 +73,12 @@ void say(const std::string& line) { std::cout << line << '\n' << std::flush; }
 
 struct options {
   std::string lock_url, resource_url, name, id, history;
-  std::string lock = "dlock";
+  std::string lock = "dlock", kind = "mutex";
   long count = 1;
+  bool stop_before_write = false;
   milliseconds wait{10000}, lease{0}, hold{100}, jitter{0}, think{0};
   std::optional<milliseconds> hold_first;
   std::uint64_t seed = 1;
-};
-
-// What the section loop needs from a lock: dlock's lease, or a broken lock.
-class held_lock {
- public:
-  virtual ~held_lock() = default;
-  // errc::timeout when not acquired within `wait`.
-  virtual std::error_code acquire(milliseconds wait, std::uint64_t& token) = 0;
-  // True once the holder must stop: the lease-lost signal, or no time left.
-  virtual bool lost() const = 0;
-  virtual std::int64_t left_ms() const = 0;  // -1 unknown
-  // Sleeps `d`, or less if the lease is lost first.
-  virtual void hold_for(milliseconds d) = 0;
-  // `fn` runs (on any thread) when the lease-lost signal fires; at most once per acquisition.
-  virtual void on_lost(std::function<void()> fn) = 0;
-  virtual std::error_code release() = 0;
-};
-
-class dlock_held final : public held_lock {
- public:
-  dlock_held(dlock::client& c, const std::string& name, milliseconds lease)
-      : mutex_{c, name}, lease_time_{lease} {}
-
-  std::error_code acquire(milliseconds wait, std::uint64_t& token) override {
-    auto p = std::make_shared<std::promise<std::pair<std::error_code, dlock::lease>>>();
-    auto f = p->get_future();
-    auto done = [p](std::error_code ec, dlock::lease l) { p->set_value({ec, std::move(l)}); };
-    if (lease_time_.count() > 0) {
-      mutex_.async_lock_for(wait, lease_time_, std::move(done));
-    } else {
-      mutex_.async_lock_for(wait, std::move(done));
-    }
-    if (f.wait_for(wait + 30s) != std::future_status::ready) fail(6, "acquire hung");
-    auto [ec, l] = f.get();
-    lease_ = std::move(l);
-    token = lease_.fencing_token();
-    return ec;
-  }
-  // time_left() reads the local deadline on this thread: a holder resuming from SIGSTOP sees
-  // zero at once, before the client's I/O thread has run and requested lost().
-  bool lost() const override {
-    return lease_.lost().stop_requested() || lease_.time_left().count() <= 0;
-  }
-  std::int64_t left_ms() const override { return lease_.time_left().count(); }
-  void hold_for(milliseconds d) override {
-    using clock = std::chrono::steady_clock;
-    const auto until = clock::now() + d;
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock{mu};
-    // Wakes at the local deadline too; the watchdog may have moved it on by then.
-    while (!lost() && clock::now() < until) {
-      const auto deadline = clock::now() + lease_.time_left() + 1ms;
-      cv.wait_until(lock, lease_.lost(), std::min(until, deadline), [] { return false; });
-    }
-  }
-  void on_lost(std::function<void()> fn) override { lease_.on_lost(std::move(fn)); }
-  std::error_code release() override {
-    std::error_code ec;
-    lease_.unlock(ec);
-    lease_ = dlock::lease{};
-    return ec;
-  }
-
- private:
-  dlock::mutex mutex_;
-  milliseconds lease_time_;
-  dlock::lease lease_;
-};
-
-class broken_held final : public held_lock {
- public:
-  broken_held(dlock::client& c, const std::string& name, dlock::faults::broken_lock::flaw f,
-              milliseconds lease)
-      : lock_{c, name, f, lease} {}
-  std::error_code acquire(milliseconds wait, std::uint64_t& token) override {
-    return lock_.acquire(wait, token);
-  }
-  bool lost() const override { return lock_.expired(); }
-  std::int64_t left_ms() const override { return lock_.time_left_ms(); }
-  void hold_for(milliseconds d) override {
-    const auto left = lock_.time_left_ms();
-    std::this_thread::sleep_for(left >= 0 ? std::min(d, milliseconds{left + 1}) : d);
-  }
-  void on_lost(std::function<void()>) override {}
-  std::error_code release() override { return lock_.release(); }
-
- private:
-  dlock::faults::broken_lock lock_;
 };
 
 // One section's lost signal, recorded once whichever thread sees it first.
@@ -245,7 +161,7 @@ class worker {
 
   void section(std::uint64_t token, milliseconds hold) {
     auto st = std::make_shared<section_state>();
-    h_.record({.kind = "enter", .token = token, .left_ms = lock_.left_ms()});
+    h_.record({.kind = "enter", .token = token, .left_ms = lock_.left_ms(), .mode = lock_.mode()});
     say("enter " + std::to_string(token));
     lock_.on_lost([this, st, token] { record_lost(st, token, "callback"); });
     access_all(st, token, hold);
@@ -287,7 +203,8 @@ class worker {
 
     lock_.hold_for(jittered(hold));
 
-    if (!still_held(st, token)) return;
+    if (!still_held(st, token) || !lock_.writes()) return;  // a reader ends with its check
+    stop_in_the_window(token);
     const bool written =
         write_access({.kind = "write", .token = token, .value = r.value + 1, .read = r.value},
                      "fenced write", [&](event& e, std::error_code& error) {
@@ -299,6 +216,14 @@ class worker {
     write_access(
         {.kind = "uwrite", .token = token, .value = u + 1, .read = u}, "plain set",
         [&](event& e, std::error_code& error) { e.prev = res_.plain_set(e.value, error); });
+  }
+
+  // --stop-before-write, first section: stopped after the lease check, before the write.
+  void stop_in_the_window(std::uint64_t token) {
+    if (!o_.stop_before_write || stopped_once_) return;
+    stopped_once_ = true;
+    say("stop " + std::to_string(token));
+    ::raise(SIGSTOP);
   }
 
   // One write between its `invoke` and its completion; false when it failed, which is recorded
@@ -319,15 +244,17 @@ class worker {
   held_lock& lock_;
   dlock::faults::resource& res_;
   std::mt19937_64 rng_;
+  bool stopped_once_ = false;
 };
 
 [[noreturn]] void usage() {
   fail(2,
        "usage: dlock_fault_worker --lock-url URL --resource-url URL --name NAME --id ID "
        "--history FILE [--lock dlock|broken-no-owner-check|broken-no-expiry|"
-       "broken-reuses-tokens|broken-over-reports-trust] [--count N] "
+       "broken-reuses-tokens|broken-over-reports-trust] "
+       "[--kind mutex|fair|read|write|broken-read-as-write] [--count N] "
        "[--wait MS] [--lease MS] [--hold MS] [--hold-first MS] [--jitter MS] [--think MS] "
-       "[--seed N]");
+       "[--seed N] [--stop-before-write 1]");
 }
 
 long number(const std::string& s) {
@@ -342,7 +269,8 @@ options parse(int argc, char** argv) {
   std::map<std::string, std::string*> text{
       {"--lock-url", &o.lock_url}, {"--resource-url", &o.resource_url},
       {"--name", &o.name},         {"--id", &o.id},
-      {"--history", &o.history},   {"--lock", &o.lock}};
+      {"--history", &o.history},   {"--lock", &o.lock},
+      {"--kind", &o.kind}};
   std::map<std::string, milliseconds*> durations{{"--wait", &o.wait},
                                                  {"--lease", &o.lease},
                                                  {"--hold", &o.hold},
@@ -359,6 +287,8 @@ options parse(int argc, char** argv) {
       o.hold_first = milliseconds{number(value)};
     } else if (key == "--count") {
       o.count = number(value);
+    } else if (key == "--stop-before-write") {
+      o.stop_before_write = number(value) != 0;
     } else if (key == "--seed") {
       o.seed = static_cast<std::uint64_t>(number(value));
     } else {
@@ -382,15 +312,10 @@ int main(int argc, char** argv) {
     dlock::client resource_client{dlock::config::from_uri(o.resource_url)};
     dlock::faults::resource res{resource_client, o.name};
     dlock::client lock_client{dlock::config::from_uri(o.lock_url)};
-    std::unique_ptr<held_lock> lock;
-    if (o.lock == "dlock") {
-      lock = std::make_unique<dlock_held>(lock_client, o.name, o.lease);
-    } else if (const auto f = dlock::faults::broken_lock::flaw_named(o.lock)) {
-      if (o.lease.count() <= 0) fail(2, "a broken lock needs --lease");
-      lock = std::make_unique<broken_held>(lock_client, o.name, *f, o.lease);
-    } else {
-      usage();
-    }
+    std::string why;
+    const auto lock =
+        dlock::faults::make_held_lock(lock_client, o.name, o.lock, o.kind, o.lease, why);
+    if (!lock) fail(2, why);
     worker w{o, history, *lock, res};
     const int rc = w.run();
     // Stopped before `w` goes: lost callbacks of this run's leases refer to it.

@@ -22,7 +22,8 @@ target_include_directories(dlock_fault_lab PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(dlock_fault_lab PUBLIC dlock)
 dlock_fault_lab_warnings(dlock_fault_lab)
 
-add_executable(dlock_fault_worker ${CMAKE_CURRENT_SOURCE_DIR}/fault_worker.cpp)
+add_executable(dlock_fault_worker ${CMAKE_CURRENT_SOURCE_DIR}/fault_worker.cpp
+                                  ${CMAKE_CURRENT_SOURCE_DIR}/worker_lock.cpp)  # --lock, --kind
 target_link_libraries(dlock_fault_worker PRIVATE dlock_fault_lab)
 dlock_fault_lab_warnings(dlock_fault_worker)
 
@@ -37,7 +38,10 @@ add_executable(dlock_fault_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/clock_fault_test.cpp  # the lock server's clock stepped, run fast
   ${CMAKE_CURRENT_SOURCE_DIR}/self_check_test.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/sentinel_fault_test.cpp  # Sentinel: failovers, blocked replication
-  ${CMAKE_CURRENT_SOURCE_DIR}/cluster_fault_test.cpp)  # Redis Cluster: failover, resharding
+  ${CMAKE_CURRENT_SOURCE_DIR}/cluster_fault_test.cpp  # Redis Cluster: failover, resharding
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_modes_test.cpp  # shared locks: read holds may overlap
+  ${CMAKE_CURRENT_SOURCE_DIR}/kinds_fault_test.cpp  # fair_mutex, shared_mutex: a holder frozen
+  ${CMAKE_CURRENT_SOURCE_DIR}/kinds_self_check_test.cpp)  # the read/write rule on a live run
 target_link_libraries(dlock_fault_tests PRIVATE dlock_fault_lab dlock_internal dlock_test_support
                                                GTest::gtest_main)
 dlock_fault_lab_warnings(dlock_fault_tests)

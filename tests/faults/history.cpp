@@ -207,6 +207,7 @@ std::string to_json(const event& e) {
     out += "true";
   }
   append_text(out, "res", e.resource);
+  append_text(out, "mode", e.mode);
   out += '}';
   return out;
 }
@@ -232,6 +233,7 @@ bool parse_event(std::string_view line, event& out) {
   if (auto it = strings.find("op"); it != strings.end()) e.op = it->second;
   if (auto it = numbers.find("unknown"); it != numbers.end()) e.unknown = it->second != 0;
   if (auto it = strings.find("res"); it != strings.end()) e.resource = it->second;
+  if (auto it = strings.find("mode"); it != strings.end()) e.mode = it->second;
   out = std::move(e);
   return true;
 }

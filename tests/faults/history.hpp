@@ -11,7 +11,9 @@
 // Fields other than t, p and ev appear only when set. The kinds:
 //   acquire an acquisition begins (its wait is the time to the next enter, timeout or error)
 //   enter   acquire returned: tok (fencing token), left (ms of lease left: the holder's claim
-//           that nobody else enters before enter + left; absent when the lock makes no claim)
+//           that nobody else enters before enter + left; absent when the lock makes no claim),
+//           mode (the side held of a shared lock: "read" or "write"; absent for an exclusive
+//           lock — mutex, fair_mutex — and in histories written before it)
 //   invoke  a resource access is about to be sent: op (read, write, uread, uwrite), tok, and for
 //           a write read and val. Optional: its completion is the access event below; with no
 //           completion (the process died) the access may or may not have happened
@@ -62,6 +64,7 @@ struct event {
   std::string op;        // "op": what an invoke begins (read, write, uread, uwrite)
   bool unknown = false;  // "unknown": an access whose outcome is unknown (`ok` then means nothing)
   std::string resource;  // "res": the fenced resource accessed ("" = the one `lock` protects)
+  std::string mode;      // "mode": on an enter, "read" or "write" (a shared lock); "" exclusive
 
   bool is_access() const noexcept {
     return kind == "read" || kind == "write" || kind == "uread" || kind == "uwrite";
