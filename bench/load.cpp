@@ -3,12 +3,19 @@
 // together get the same --start-at: a CLOCK_MONOTONIC time in ns (shared by every process on
 // the host) at which they all begin.
 //
+//   Every workload but w4 takes --kind mutex|fair|read|write (default mutex): the lock it takes,
+//   dlock::mutex, dlock::fair_mutex, or the read or write side of dlock::shared_mutex.
+//
 //   dlock_load w2 --url U --lockers 50 --seconds S [--mode async|threads] [--prefix P]
+//       [--name N [--writers W]]
 //       50 lockers on distinct names, each a lock+unlock loop, for S seconds.
-//       async:   one client; each locker chains mutex::async_lock and lease::async_unlock by
+//       async:   one client; each locker chains async_lock and lease::async_unlock by
 //                their completion handlers (on the client's I/O thread).
-//       threads: one client; each locker is a thread calling mutex::lock() and unlock().
-//       -> {"pairs", "seconds", "pairs_per_s", "errors", "cpu_s" (this process's, from the start)}
+//       threads: one client; each locker is a thread calling lock() and unlock().
+//       --name: every locker on that one name instead; --writers (with --kind read): the first
+//       W lockers take the write side, the others the read side.
+//       -> {"pairs", "write_pairs" (the writers'), "seconds", "pairs_per_s", "errors", "cpu_s"
+//          (this process's, from the start)}
 //   dlock_load w3 --url U --name N --hold-us 1000 --think-us 1000 --seconds S [--id K]
 //       One thread: try_lock_for(until the end), hold, unlock, think; until the end.
 //       -> {"id", "events": [[call, acquired, unlock_call, unlock_returned] (ns), ...], "errors"}

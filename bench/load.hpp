@@ -4,14 +4,31 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "common.hpp"
+#include "dlock/detail/lock_base.hpp"
 
 namespace bench::load {
 
 // --seconds (else `fallback`) in nanoseconds.
 inline std::int64_t seconds_ns(const bench::options& opt, double fallback) {
   return static_cast<std::int64_t>(opt.number("seconds", fallback) * 1e9);
+}
+
+// --kind: which of dlock's locks a workload takes, each a detail::lock_base as dlock::mutex is:
+// mutex (the default), fair (fair_mutex), read or write (shared_mutex's read or write side).
+inline dlock::detail::lock_kind kind_of(const std::string& kind) {
+  using dlock::detail::lock_kind;
+  if (kind == "mutex") return lock_kind::mutex;
+  if (kind == "fair") return lock_kind::fair;
+  if (kind == "read") return lock_kind::read;
+  if (kind == "write") return lock_kind::write;
+  throw std::runtime_error("--kind is mutex, fair, read or write, not " + kind);
+}
+inline dlock::detail::lock_kind kind_of(const bench::options& opt) {
+  return kind_of(opt.str("kind", "mutex"));
 }
 
 int w2(const bench::options& opt);

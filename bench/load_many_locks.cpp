@@ -34,7 +34,7 @@ std::map<std::string, std::string> info(dlock::client& c, const std::string& sec
 
 // Acquires locks[i] for every i, `window` acquisitions in flight at a time, chained by the
 // completion handlers on the I/O thread. Returns the number of failures.
-std::int64_t acquire_all(dlock::client& c, std::vector<dlock::mutex>& locks,
+std::int64_t acquire_all(dlock::client& c, std::vector<dlock::detail::lock_base>& locks,
                          std::vector<dlock::lease>& leases, std::optional<milliseconds> lease_time,
                          std::size_t window) {
   struct state {
@@ -95,13 +95,14 @@ std::int64_t release_all(dlock::client& c, std::vector<dlock::lease>& leases, st
   return st.failed;
 }
 
-std::vector<dlock::mutex> make_locks(dlock::client& c, const std::string& prefix, std::int64_t n) {
-  std::vector<dlock::mutex> out;
+std::vector<dlock::detail::lock_base> make_locks(dlock::client& c, const std::string& prefix,
+                                                 std::int64_t n, dlock::detail::lock_kind kind) {
+  std::vector<dlock::detail::lock_base> out;
   out.reserve(static_cast<std::size_t>(n));
   char buf[32];
   for (std::int64_t i = 0; i < n; ++i) {
     std::snprintf(buf, sizeof buf, ":%08lld", static_cast<long long>(i));
-    out.emplace_back(c, prefix + buf);
+    out.emplace_back(c, prefix + buf, kind);
   }
   return out;
 }
@@ -116,7 +117,7 @@ int w5(const bench::options& opt) {
   const auto lease = client.cfg().watchdog_lease;
   const auto period_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count() / 3;
   client.ping();
-  auto locks = make_locks(client, prefix, n);
+  auto locks = make_locks(client, prefix, n, kind_of(opt));
   std::vector<dlock::lease> leases;
   leases.reserve(static_cast<std::size_t>(n));
   const long rss0 = bench::rss_bytes();
@@ -181,7 +182,8 @@ int w6(const bench::options& opt) {
   const auto cfg = dlock::config::from_uri(opt.required("url"));
   // The locks are spread over `k` clients, lock i on client i % k.
   std::vector<std::unique_ptr<dlock::client>> clients;
-  std::vector<std::vector<dlock::mutex>> locks(static_cast<std::size_t>(k));
+  const auto kind = kind_of(opt);
+  std::vector<std::vector<dlock::detail::lock_base>> locks(static_cast<std::size_t>(k));
   std::vector<std::vector<dlock::lease>> leases(static_cast<std::size_t>(k));
   for (std::int64_t c = 0; c < k; ++c) {
     clients.push_back(std::make_unique<dlock::client>(cfg));
@@ -191,7 +193,7 @@ int w6(const bench::options& opt) {
   for (std::int64_t i = 0; i < n; ++i) {
     std::snprintf(buf, sizeof buf, ":%08lld", static_cast<long long>(i));
     const auto c = static_cast<std::size_t>(i % k);
-    locks[c].emplace_back(*clients[c], prefix + buf);
+    locks[c].emplace_back(*clients[c], prefix + buf, kind);
   }
   auto& admin = *clients.front();
   auto used = [&]() -> std::int64_t { return std::stoll(info(admin, "memory").at("used_memory")); };

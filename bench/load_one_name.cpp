@@ -31,7 +31,7 @@ int w3(const bench::options& opt) {
   const auto hold = opt.integer("hold-us", 1000) * 1000;
   const auto think = opt.integer("think-us", 1000) * 1000;
   dlock::client client{dlock::config::from_uri(opt.required("url"))};
-  dlock::mutex m{client, opt.required("name")};
+  dlock::detail::lock_base m{client, opt.required("name"), kind_of(opt)};
   client.ping();
   const auto t0 = bench::start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 10);
@@ -55,7 +55,9 @@ int w3(const bench::options& opt) {
     events.add(call, acquired, unlock_call, unlocked);
     bench::sleep_ns(think);
   }
-  events.emit(opt.str("out"), "dlock", opt.integer("id", 0), t0, deadline, errors);
+  const auto kind = opt.str("kind", "mutex");
+  events.emit(opt.str("out"), kind == "mutex" ? "dlock" : "dlock-" + kind, opt.integer("id", 0), t0,
+              deadline, errors);
   return 0;
 }
 

@@ -16,6 +16,7 @@ the median over repetitions with the min-max spread.
 
 W1 and W2 also run on a local Redis Cluster of 3 masters and 3 replicas (bench/cluster.py starts
 it, bench/cluster_bench.py sums it up), its chunks in the same rotation as the single server's.
+fair_mutex runs W3 and shared_mutex a W2 on one name beside the mutex, both W6 (bench/family.py).
 
 --quick: one repetition with small counts; writes the report and plots under --work unless
 --md/--plots say otherwise, and exits 1 unless every workload ran and produced numbers (their
@@ -41,6 +42,7 @@ import redis
 
 sys.dont_write_bytecode = True  # the modules below are bench/'s own: no __pycache__ in the tree
 import cluster_bench
+import family
 from cluster import CLUSTER
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,6 +109,11 @@ CONTAINER_COMMANDS = {"pubsub", "client", "config", "script", "object", "memory"
                       "cluster", "command", "acl", "xinfo", "latency", "slowlog"}
 
 
+# Scripts no workload runs, so none of their commands can show in the counts: `dlock status`'
+# snapshot (it reads through a redis.pcall(...) wrapper, which the check below would refuse).
+NOT_RUN = {"lock_inspect.lua"}
+
+
 def script_commands():
     """Every command dlock's scripts call (redis.call / redis.pcall with a literal name), read
     from the scripts themselves so that the list cannot fall behind them, as INFO commandstats
@@ -114,7 +121,7 @@ def script_commands():
     literal would be missed: the scripts must not have one."""
     names = set()
     for f in sorted(os.listdir(LUA)) + ["lib/" + f for f in sorted(os.listdir(os.path.join(LUA, "lib")))]:
-        if f.endswith(".lua"):
+        if f.endswith(".lua") and f not in NOT_RUN:
             with open(os.path.join(LUA, f)) as fh:
                 text = fh.read()
             for cmd, sub in re.findall(r"redis\.p?call\(\s*'([a-z|]+)'(?:\s*,\s*'([a-z]+)')?", text):
@@ -238,6 +245,7 @@ class Runner:
             self.node_env = dict(os.environ, NODE_PATH=os.path.abspath(a.node_modules))
         os.makedirs(os.path.join(a.work, "samples"), exist_ok=True)
         self.cluster = cluster_bench.ClusterBench(self, sys.modules[__name__])
+        self.family = family.FamilyBench(self, sys.modules[__name__])
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -484,6 +492,8 @@ class Runner:
     def w2(self, system, procs, rep, chunk):
         """One chunk of W2 for one system: w2_s / w2_chunks seconds; the repetition's pairs/s is
         the chunks' pairs over their seconds (w2_finish)."""
+        if system in family.W2:
+            return self.family.w2(system, rep, chunk)
         seconds = self.size["w2_s"] / self.size["w2_chunks"]
         prefixes = ["bench:w2:%s:r%d:c%d:p%d" % (system.replace(":", "-"), rep, chunk, i) for i in range(procs)]
         if system.startswith(CLUSTER):  # each master serves a third of every process's names
@@ -529,8 +539,9 @@ class Runner:
         for i in range(8):
             common = ["--name", name, "--hold-us", "1000", "--think-us", "1000", "--seconds", str(seconds),
                       "--start-at", str(at), "--id", str(i)]
-            if system == "dlock":
-                cmds.append([self.bin("dlock_load"), "w3", "--url", self.url] + common)
+            if system in ("dlock", family.W3):
+                cmds.append([self.bin("dlock_load"), "w3", "--url", self.url, "--kind",
+                             "fair" if system == family.W3 else "mutex"] + common)
             elif system == "floor-w3":
                 cmds.append([self.bin("dlock_floor_w3"), "--host", "127.0.0.1", "--port", str(self.a.port)] + common)
             elif system == "redis-py":
@@ -797,7 +808,7 @@ class Runner:
             # W2 in chunks too, the systems' order turning chunk by chunk (as W1's).
             for procs in (1, 4):
                 for chunk in range(self.size["w2_chunks"]):
-                    for s in rot(w2_systems, chunk):
+                    for s in rot(w2_systems + self.family.w2_systems(procs), chunk):
                         self.step("W2 %dx50 %s (chunk %d)" % (procs, s, chunk + 1),
                                   self.w2, s, procs, rep, chunk)
                 self.step("W2 %dx50 statistics" % procs, self.w2_finish, procs, rep)
@@ -805,12 +816,14 @@ class Runner:
                     self.step("W2 %dx50 cluster statistics" % procs, self.cluster.w2_finish, procs, rep)
             self.step("floor: PING after a 1 ms hold", self.floor_idle_ping, rep)
             # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
-            for s in rot(w3_systems[:2]) + rot(w3_systems[2:]):
+            for s in rot(w3_systems[:2]) + self.family.w3_systems() + rot(w3_systems[2:]):
                 self.step("W3 " + s, self.w3, s, rep)
             self.step("W3 statistics", self.w3_finish, rep)
+            self.step("fair_mutex, shared_mutex statistics", self.family.finish, rep)
             self.step("W4 dlock", self.w4, rep)
             self.step("W5 dlock", self.w5, rep)
             self.step("W6 dlock", self.w6, rep)
+            self.step("W6 fair_mutex, shared_mutex", self.family.w6, rep)
         self.load_avgs.append(os.getloadavg())
         self.step("diagnosis (perf stat, strace -c, scaling)", self.diag)
 
@@ -1014,6 +1027,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "w6", "dlock", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
     row("W6", "same with `fencing=off` (no fencing counter)",
         "w6", "dlock-nofence", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
+    runner.family.target_rows(row, rows.append)
     runner.cluster.target_rows(row)
     add("## Targets")
     add("")
@@ -1129,7 +1143,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
     add("| system | acq/s ÷ 1/(hold+2 RTT) | same with the measured hold | same with the RTT after a 1 ms hold | hand-off p50 | hand-off p99 | Jain | acquisitions/s | wait p50 | wait p99 | commands sent per acquisition | mean hold | overlaps |")
     add("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for s in ["floor-w3", "dlock"] + runner.peers():
+    for s in ["floor-w3", "dlock", family.W3] + runner.peers():
         if not res.get("w3", s, "acq_per_s"):
             continue
         add("| %s | %s | %s | %s | %s RTT = %s µs | %s RTT = %s µs | %s | %s | %s µs | %s µs | %s | %s µs | %s |" % (
@@ -1217,7 +1231,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         add("| %s | %s |" % (label, cell(res, "w5", "dlock", k, d)))
     add("")
     add("Renewal scripts are `cmdstat_evalsha` deltas over the window of 3 periods (nothing else runs "
-        "then); renewed holds are `cmdstat_hexists` deltas (one HEXISTS per hold in `mutex_renew.lua`).")
+        "then); renewed holds are `cmdstat_hexists` deltas (one HEXISTS per mutex hold in `lock_renew.lua`).")
     add("")
     add("## W6 — Redis memory per held lock (%s locks)" % fmt(res.med("w6", "dlock", "locks")))
     add("")
@@ -1237,6 +1251,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
             cell(res, "w6", "dlock", "release_s")))
     add("")
 
+    runner.family.section(add, size)
     runner.cluster.section(add, size, m.get("nproc"))
 
     # ---- findings
@@ -1296,7 +1311,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "loopback port in a temporary directory, runs `bench/run.py` and stops the server. The pieces: "
         "`bench/floor_pair.cpp` (the floor pair), `bench/pair_bench.cpp` (W1, Google Benchmark), "
         "`bench/load.cpp` and `bench/load_*.cpp` (`dlock_load`, W2–W6), `bench/peers/` (redis-py "
-        "and node-redlock), `bench/run.py` (the sitting, this report and the plots), `bench/cluster.py` "
+        "and node-redlock), `bench/run.py` (the sitting, this report and the plots), `bench/family.py` "
+        "(fair_mutex's and shared_mutex's rows and section), `bench/cluster.py` "
         "(the 3+3 cluster) and `bench/cluster_bench.py` (its rows and section), "
         "`bench/findings.md` (the analysis below the tables).")
     add("")
@@ -1317,7 +1333,7 @@ def read_samples(paths):
 
 
 COLORS = {"floor-pair": "#555555", "floor-w3": "#555555", "dlock-sync": "#1f77b4", "dlock-async": "#17becf", "dlock": "#1f77b4",
-          "dlock-threads": "#aec7e8", "redis-py": "#d62728", "node-redlock": "#2ca02c"}
+          "dlock-threads": "#aec7e8", "redis-py": "#d62728", "node-redlock": "#2ca02c", family.W3: "#9467bd"}
 
 
 def plots(runner, plot_dir):
@@ -1385,7 +1401,7 @@ def plots(runner, plot_dir):
 
     # W3: throughput, wait and hand-off distributions
     fig, axes = plt.subplots(1, 3, figsize=(13, 4.2))
-    systems = [s for s in ["floor-w3", "dlock"] + runner.peers() if s in runner.w3_raw]
+    systems = [s for s in ["floor-w3", "dlock", family.W3] + runner.peers() if s in runner.w3_raw]
     meds = [res.med("w3", s, "acq_per_s") for s in systems]
     errs = [[m - res.spread("w3", s, "acq_per_s")[0] for s, m in zip(systems, meds)],
             [res.spread("w3", s, "acq_per_s")[1] - m for s, m in zip(systems, meds)]]
@@ -1453,10 +1469,10 @@ def check(runner):
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor",
                 "1x50_vs_best_peer", "4x50_vs_best_peer"}
-    cluster_wants = runner.cluster.wants()
-    want += cluster_wants
-    positive |= {m for _, _, m in cluster_wants}
-    problems = ["step failed: " + e for e in res.errors] + problems_extra
+    extra_wants = runner.cluster.wants() + runner.family.wants()
+    want += extra_wants
+    positive |= {m for _, _, m in extra_wants}
+    problems = ["step failed: " + e for e in res.errors] + problems_extra + runner.family.problems()
     for w, s, m in want:
         vals = res.get(w, s, m)
         if not vals:
