@@ -85,7 +85,7 @@ waiter_registry::channel_listeners waiter_registry::channels_of(const wait_topic
   return channels;
 }
 
-bool waiter_registry::add(const wait_topic& topic, waiter* w) {
+bool waiter_registry::add(const wait_topic& topic, waiter* w, std::uint64_t since) {
   const auto key = topic.key();
   auto [it, fresh] = names_.try_emplace(key);
   auto& e = it->second;
@@ -95,6 +95,7 @@ bool waiter_registry::add(const wait_topic& topic, waiter* w) {
     e.ids = subscribe_(channels_of(topic, key));
   }
   e.waiters.push_back(w);
+  if (!fresh && e.last_heard > since) return true;
   const auto early = std::find(named_early_.begin(), named_early_.end(), w->ticket);
   if (w->ticket == 0 || early == named_early_.end()) return false;
   named_early_.erase(early);
@@ -136,6 +137,7 @@ void waiter_registry::wake_all(entry& e, bool foreign) {
 
 bool waiter_registry::common(entry& e, const transport::pubsub_event& ev) {
   using type = transport::pubsub_event::type;
+  e.last_heard = ++heard_;
   if (ev.what == type::resubscribed) {
     wake_all(e, false);
     return true;
@@ -171,7 +173,10 @@ void waiter_registry::on_dlock(const std::string& name, const transport::pubsub_
 void waiter_registry::on_redisson(const std::string& name, const transport::pubsub_event& ev) {
   auto* e = find(name);
   if (!e) return;
-  if (ev.what == transport::pubsub_event::type::subscribed) return wake_all(*e, false);
+  if (ev.what == transport::pubsub_event::type::subscribed) {
+    e->last_heard = ++heard_;
+    return wake_all(*e, false);
+  }
   if (common(*e, ev)) return;
   if (ev.payload == keys::read_unlock_message ||
       (e->zero_wakes_all && ev.payload == keys::unlock_message)) {

@@ -80,9 +80,14 @@ class waiter_registry {
   // The ticket a message names, or 0 if it is not one.
   static std::uint64_t parse_ticket(std::string_view payload);
 
-  // Registers `w` as a waiter of lock `name`. Returns true when its ticket was named already
-  // (the caller then wakes it).
-  bool add(const wait_topic& topic, waiter* w);
+  // A mark of what the registry has heard so far (strand only): taken when an attempt is sent.
+  std::uint64_t mark() const noexcept { return heard_; }
+  // Registers `w` as a waiter of `topic`. Returns true when the caller must wake it: its ticket
+  // was named already, or the topic heard something (a message, a confirmation) after `since`,
+  // the mark of the attempt that found the lock held — a message published after that attempt
+  // ran may have come before the waiter was registered. A topic subscribed now needs no wake:
+  // its confirmation wakes every waiter.
+  bool add(const wait_topic& topic, waiter* w, std::uint64_t since = ~std::uint64_t{0});
   void remove(const wait_topic& topic, waiter* w);
   // A waiter that a `0` woke ends without the lock: the wake-up goes to the next waiter of the
   // name in this process, as the `0` would have (the lock may be free).
@@ -103,8 +108,9 @@ class waiter_registry {
   struct entry {
     std::vector<transport::listener_id> ids;
     std::list<waiter*> waiters;
-    bool skip_zero = false;       // a `y` came: the next `0` is Redisson's waiters'
-    bool zero_wakes_all = false;  // shared_mutex: `0` frees the lock for every waiter
+    bool skip_zero = false;        // a `y` came: the next `0` is Redisson's waiters'
+    bool zero_wakes_all = false;   // shared_mutex: `0` frees the lock for every waiter
+    std::uint64_t last_heard = 0;  // heard_ at the topic's latest event
   };
   channel_listeners channels_of(const wait_topic& topic, const std::string& key);
   void wake_all(entry& e, bool foreign);
@@ -121,6 +127,7 @@ class waiter_registry {
   std::atomic<std::uint32_t> next_;
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::size_t> name_count_{0};
+  std::uint64_t heard_ = 0;  // events heard on any topic (see mark())
 };
 
 }  // namespace dlock::detail

@@ -73,13 +73,15 @@ class acquire_op final : public waiter,
     if (a.timer) arm(*a.timer);
     if (a.subscribe && !registered_) {
       registered_ = true;
-      if (c_.waiters().add(topic_, this)) wake(false);  // named before it registered
+      // Named, or a message came, before it registered.
+      if (c_.waiters().add(topic_, this, mark_)) wake(false);
     }
   }
 
   void send_attempt(const acquire_machine::attempt_args& args) {
     const auto sent = clock::now();
     last_sent_ = sent;
+    mark_ = c_.waiters().mark();
     const attempt_request req{args.have, args.queue, args.foreign, ticket_, args.budget};
     detail::send_attempt(c_, keys_, *hold_, req,
                          [self = shared_from_this(), sent](std::error_code ec, reply r) {
@@ -141,6 +143,7 @@ class acquire_op final : public waiter,
   std::string ticket_;
   clock::time_point last_sent_{};
   std::uint64_t timer_gen_ = 0;
+  std::uint64_t mark_ = 0;  // the waiter registry's mark when the last attempt was sent
   bool registered_ = false, finished_ = false;
 };
 

@@ -87,4 +87,24 @@ TEST_F(waiter_topics, kinds_on_one_name_do_not_share_subscriptions) {
   EXPECT_TRUE(r.wakes.empty());
 }
 
+// A waiter registers after its attempt's reply: a message heard on its topic after that attempt
+// was sent may have been published after the attempt ran, and came before the waiter listened.
+// add() then asks the caller to wake it; a message heard before the attempt was sent does not.
+TEST_F(waiter_topics, a_message_between_the_attempt_and_the_registration_wakes_the_waiter) {
+  fake_waiter r1{reg.make_ticket()}, w{reg.make_ticket()}, late{reg.make_ticket()};
+  EXPECT_FALSE(reg.add(reader, &r1, reg.mark())) << "a new subscription: its confirmation wakes";
+  publish(subscribed[0], type::subscribed);
+  const auto before_message = reg.mark();
+  message(subscribed[0], "0");  // the last reader left, while w's attempt was out
+  EXPECT_TRUE(reg.add(writer, &w, before_message));
+  const auto after_message = reg.mark();
+  EXPECT_FALSE(reg.add(reader, &late, after_message)) << "nothing heard since its attempt";
+  // The mutex's topic too (a Redisson unlock's `0`).
+  fake_waiter m1{reg.make_ticket()}, m2{reg.make_ticket()};
+  reg.add(mutex_topic, &m1);
+  const auto mark = reg.mark();
+  message(redisson_ch, "0");
+  EXPECT_TRUE(reg.add(mutex_topic, &m2, mark));
+}
+
 }  // namespace
