@@ -18,10 +18,10 @@
 // renews it. A waiter that is gone (timed out, cancelled, killed) leaves the queue itself, or is
 // purged when its deadline passes, so a dead head stalls the queue for at most
 // config::wait_recheck + purge_bound (Redisson: fairLockWaitTimeout, 5 minutes by default).
-// Mixed with Redisson: mutual exclusion and wake-ups hold both ways. Redisson keeps deadlines on
-// its client clocks, and each Redisson acquisition subtracts its wait from every deadline; a
-// dlock waiter whose deadline that pushes into the past may be purged and queue again at the
-// tail (docs/fair_mutex.md).
+// Mixed with Redisson: mutual exclusion, wake-ups and queue order hold both ways. Redisson's
+// deadlines are a chain on client clocks (each newcomer adds its wait to the tail's, each
+// acquisition subtracts its wait from all); a dlock waiter behind a Redisson one chains on it
+// the same way, so neither side's entries are pushed into the past (docs/fair_mutex.md).
 #pragma once
 
 #include <chrono>

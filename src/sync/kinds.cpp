@@ -52,7 +52,8 @@ void send_attempt(client_impl& c, const lock_keys& k, const hold_state& h, const
     case lock_kind::fair: {
       const auto valid = entry_validity(c);
       const std::string_view keys[] = {k.name, k.queue, k.records, k.slot_counter, k.lock_counter};
-      const std::string_view argv[] = {lease, h.owner, have, waits, valid};
+      const std::string_view argv[] = {lease, h.owner,   have,           waits,
+                                       valid, k.channel, cluster_flag(c)};
       return c.scripts().eval(scripts::fair_acquire, views{keys, fenced(k, 3)}, argv, a.budget,
                               std::move(done));
     }

@@ -62,7 +62,7 @@ struct family_lab {
   result fair_acquire(const fair_attempt& a) {
     const auto have = std::to_string(a.have);
     return eval(base.c, scripts::fair_acquire, fenced({name, fair.queue, fair.records}),
-                {a.lease, a.owner, have, a.waits ? "1" : "0", a.valid});
+                {a.lease, a.owner, have, a.waits ? "1" : "0", a.valid, fair.channel, "0"});
   }
   result fair_release(const fair_unlock& u) {
     const auto have = std::to_string(u.have);

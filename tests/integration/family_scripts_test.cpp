@@ -174,16 +174,20 @@ TEST_F(family_scripts_fair, stale_heads_are_purged) {
   f_.cmd({"ZADD", f_.fair.records, std::to_string(f_.base.server_ms() - 1), "X:1"});
   f_.cmd({"ZREM", f_.fair.records, "Y:1"});
   f_.cmd({"ZADD", f_.fair.records, "1", "Z:1"});  // stale, but not a head
+  auto purged = waiters({"X:1", "Y:1"});
   const auto held = f_.fair_acquire({.owner = "B:1", .waits = true, .valid = "9000"});
   EXPECT_EQ(code(held), 1) << show(held);
   EXPECT_EQ(queue(), "[C:1, Z:1, B:1]") << "X (deadline passed) and Y (none) purged";
+  EXPECT_EQ(purged->heard(), f_.head_channel("X:1") + "=0 " + f_.head_channel("Y:1") + "=0 ");
   EXPECT_EQ(timeouts(), "[Z:1, C:1, B:1]");
 
-  // The release purges too, and tells the live head.
+  // The release purges too, and tells the purged (in case one is alive after all: it tries
+  // again and queues anew) and the live head.
   f_.cmd({"ZADD", f_.fair.records, "1", "C:1"});
   auto w = waiters({"C:1", "Z:1", "B:1"});
   EXPECT_EQ(show(f_.fair_release({.owner = "A:1"})), "1");
-  EXPECT_EQ(w->heard(), f_.head_channel("B:1") + "=0 ");
+  EXPECT_EQ(w->heard(), f_.head_channel("C:1") + "=0 " + f_.head_channel("Z:1") + "=0 " +
+                            f_.head_channel("B:1") + "=0 ");
   EXPECT_EQ(queue(), "[B:1]");
   EXPECT_EQ(timeouts(), "[B:1]");
 
@@ -279,7 +283,7 @@ TEST_F(family_scripts_fair, force_unlock_wakes_the_fair_head_or_every_rw_waiter)
   f_.cmd({"ZADD", f_.fair.records, "1", "B:1"});
   EXPECT_EQ(force({name, f_.fair.queue, f_.fair.records}, f_.fair.channel, "0"), "1");
   EXPECT_EQ(queue(), "[C:1]");
-  EXPECT_EQ(w->heard(), f_.head_channel("C:1") + "=0 ");
+  EXPECT_EQ(w->heard(), f_.head_channel("B:1") + "=0 " + f_.head_channel("C:1") + "=0 ");
 
   const auto rw = f_.rw("W:1");
   listener all{srv_, {rw.channel}};

@@ -5,7 +5,9 @@
 -- ARGV[1] lease ms, ARGV[2] owner, ARGV[3] the hold count the caller has now (0: a first
 -- acquisition), ARGV[4] '1' when the caller waits (it queues when it cannot take the lock; '0':
 -- a single try, which never queues, as Redisson's tryLock()), ARGV[5] how long its queue entry
--- stays valid without a new attempt (ms, from the server's TIME).
+-- stays valid without a new attempt (ms, from the server's TIME), ARGV[6] Redisson's channel
+-- redisson_lock__channel:{name} (a purged waiter hears `0` on it plus ':' and its owner), ARGV[7]
+-- '1' in a Redis Cluster (SPUBLISH).
 -- Returns {0, token} when the caller holds the lock (token 0 for a re-entry), {1, ms} when it
 -- must wait (the lock's PTTL, or until the head's deadline when the lock is free but not its
 -- turn), {3, count} when its field holds fewer holds than it expects (its hold was lost), {5, 0}
@@ -17,7 +19,7 @@
 local have = tonumber(ARGV[3])
 local now = redis.call('time')
 local now_ms = time_ms(now)
-purge_stale_heads(KEYS[2], KEYS[3], now_ms)
+purge_stale_heads(KEYS[2], KEYS[3], now_ms, ARGV[6], ARGV[7] == '1')
 local exists = redis.call('exists', KEYS[1]) == 1
 local held = 0
 if exists then
@@ -43,6 +45,15 @@ else
       local deadline = now_ms + tonumber(ARGV[5])
       local score = tonumber(redis.call('zscore', KEYS[3], ARGV[2]))
       if not score then
+        -- Behind a Redisson waiter (a deadline further ahead than any of dlock's), chain on
+        -- it as Redisson does: each Redisson acquisition ahead subtracts its wait from every
+        -- deadline, and an entry that did not add one would be pushed into the past — and so
+        -- would the Redisson waiters that queue behind it and chain on it.
+        local tail = redis.call('lindex', KEYS[2], -1)
+        local tail_deadline = tail and tonumber(redis.call('zscore', KEYS[3], tail))
+        if tail_deadline and tail_deadline > deadline then
+          deadline = tail_deadline + tonumber(ARGV[5])
+        end
         redis.call('zadd', KEYS[3], deadline, ARGV[2])
         redis.call('rpush', KEYS[2], ARGV[2])
       elseif score < deadline then

@@ -10,7 +10,7 @@
 -- head (after purging stale ones) hears `0` on its own channel, as Redisson's unlock does.
 -- dlock:include holds
 -- dlock:include fair_queue
-purge_stale_heads(KEYS[2], KEYS[3], time_ms(redis.call('time')))
+purge_stale_heads(KEYS[2], KEYS[3], time_ms(redis.call('time')), ARGV[1], ARGV[6] == '1')
 if ARGV[5] == '1' then
   redis.call('lrem', KEYS[2], 0, ARGV[2])
   redis.call('zrem', KEYS[3], ARGV[2])

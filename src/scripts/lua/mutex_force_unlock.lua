@@ -11,7 +11,7 @@
 if redis.call('del', KEYS[1]) == 0 then return 0 end
 local channel = ARGV[1]
 if KEYS[2] then
-  purge_stale_heads(KEYS[2], KEYS[3], time_ms(redis.call('time')))
+  purge_stale_heads(KEYS[2], KEYS[3], time_ms(redis.call('time')), ARGV[1], ARGV[2] == '1')
   local head = redis.call('lindex', KEYS[2], 0)
   if not head then return 1 end
   channel = channel .. ':' .. head
