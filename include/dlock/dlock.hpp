@@ -10,5 +10,5 @@
 #include "dlock/lease.hpp"
 #include "dlock/mutex.hpp"
 #include "dlock/node_status.hpp"
-#include "dlock/shared_mutex.hpp"
 #include "dlock/reply.hpp"
+#include "dlock/shared_mutex.hpp"

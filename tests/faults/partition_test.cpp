@@ -65,7 +65,8 @@ std::shared_ptr<dlock::detail::hold_state> hold_of(dlock::client& c, dlock::clie
   const auto fields = observer.execute({"HKEYS", name});  // alive for the loop
   for (auto& f : fields.elements()) {
     if (f.str().starts_with(c.id() + ":"))
-      return dlock::detail::client_access::impl(c).holds().find(dlock::detail::hold_key(dlock::detail::lock_kind::mutex, f.str(), name));
+      return dlock::detail::client_access::impl(c).holds().find(
+          dlock::detail::hold_key(dlock::detail::lock_kind::mutex, f.str(), name));
   }
   return nullptr;
 }

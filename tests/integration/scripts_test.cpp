@@ -26,9 +26,9 @@ class scripts_lab : public testing::Test {
 
 TEST(scripts, embedded_sha1_matches_what_redis_computes) {
   dlock::test::redis_server srv;
-  for (const auto* s : {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release,
-                        &dlock::scripts::lock_renew, &dlock::scripts::mutex_force_unlock,
-                        &dlock::scripts::lock_inspect}) {
+  for (const auto* s :
+       {&dlock::scripts::mutex_acquire, &dlock::scripts::mutex_release, &dlock::scripts::lock_renew,
+        &dlock::scripts::mutex_force_unlock, &dlock::scripts::lock_inspect}) {
     EXPECT_EQ(srv.command({"SCRIPT", "LOAD", std::string(s->text)}), s->sha1) << s->name;
   }
 }
