@@ -13,8 +13,10 @@ local function purge_stale_heads(queue, timeouts, now_ms, channel, sharded)
     if deadline and deadline > now_ms then return end
     redis.call('zrem', timeouts, head)
     redis.call('lpop', queue)
-    if channel then
-      redis.pcall(sharded and 'spublish' or 'publish', channel .. ':' .. head, '0')
+    if channel and sharded then
+      redis.pcall('spublish', channel .. ':' .. head, '0')
+    elseif channel then
+      redis.pcall('publish', channel .. ':' .. head, '0')
     end
   end
 end
