@@ -2,6 +2,7 @@
 
 #include "dlock/fair_mutex.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/waiters.hpp"
 #include "scripts/script.hpp"
 
 namespace dlock::detail {
@@ -20,9 +21,8 @@ std::string entry_validity(const client_impl& c) {
 const char* cluster_flag(const client_impl& c) { return c.cfg().cluster() ? "1" : "0"; }
 
 void send_mutex_attempt(client_impl& c, const lock_keys& k, const hold_state& h,
-                        const attempt_request& a, transport::reply_handler done) {
-  const auto have = std::to_string(a.have);
-  const auto lease = std::to_string(h.lease.count());
+                        const attempt_request& a, std::string_view have, std::string_view lease,
+                        transport::reply_handler done) {
   // The queue record outlives the longest sleep before this waiter's next attempt, with a
   // second to spare.
   const auto valid = std::to_string(c.cfg().wait_recheck.count() + 1000);
@@ -39,6 +39,19 @@ void send_mutex_attempt(client_impl& c, const lock_keys& k, const hold_state& h,
                    std::move(done));
 }
 
+// mutex_release.lua: `ticket` (if not empty) leaves dlock's waiter queue.
+void send_mutex_release(client_impl& c, const lock_keys& k, const hold_state& h,
+                        std::string_view have, std::string_view lease, std::string_view ticket,
+                        transport::reply_handler done) {
+  const auto window = std::to_string(waiter_registry::yield_window.count());
+  const std::string_view keys[] = {k.name,  k.queue,        k.records,
+                                   k.yield, k.slot_counter, k.lock_counter};
+  const std::string_view args[] = {k.channel, k.dlock_channel, h.owner, have,
+                                   lease,     ticket,          window,  cluster_flag(c)};
+  c.scripts().eval(scripts::mutex_release, views{keys, fenced(k, 4)}, args, c.cfg().command_timeout,
+                   std::move(done));
+}
+
 }  // namespace
 
 void send_attempt(client_impl& c, const lock_keys& k, const hold_state& h, const attempt_request& a,
@@ -48,7 +61,7 @@ void send_attempt(client_impl& c, const lock_keys& k, const hold_state& h, const
   const std::string_view waits = a.waits ? "1" : "0";
   switch (h.kind) {
     case lock_kind::mutex:
-      return send_mutex_attempt(c, k, h, a, std::move(done));
+      return send_mutex_attempt(c, k, h, a, have, lease, std::move(done));
     case lock_kind::fair: {
       const auto valid = entry_validity(c);
       const std::string_view keys[] = {k.name, k.queue, k.records, k.slot_counter, k.lock_counter};
@@ -81,7 +94,7 @@ void send_release(client_impl& c, const lock_keys& k, const hold_state& h, std::
   const auto timeout = c.cfg().command_timeout;
   switch (h.kind) {
     case lock_kind::mutex:
-      return send_mutex_release(c, k, h.lease, h.owner, have, ticket, std::move(done));
+      return send_mutex_release(c, k, h, have_text, lease, ticket, std::move(done));
     case lock_kind::fair: {
       const std::string_view keys[] = {k.name, k.queue, k.records};
       const std::string_view argv[] = {k.channel, h.owner, have_text,

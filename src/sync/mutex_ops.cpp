@@ -6,7 +6,6 @@
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
-#include "runtime/waiters.hpp"
 #include "scripts/script.hpp"
 #include "sync/kinds.hpp"
 
@@ -60,22 +59,6 @@ lock_keys::lock_keys(const config& cfg, const std::string& lock_name, lock_kind 
     slot_counter = keys::slot_fencing_counter_of(lock_name);
     lock_counter = keys::fencing_counter(lock_name);
   }
-}
-
-void send_mutex_release(client_impl& c, const lock_keys& k, std::chrono::milliseconds lease,
-                        std::string_view owner, std::uint32_t have, std::string_view ticket,
-                        transport::reply_handler done) {
-  const auto have_text = std::to_string(have);
-  const auto lease_text = std::to_string(lease.count());
-  const auto window = std::to_string(waiter_registry::yield_window.count());
-  const std::string_view keys[] = {k.name,  k.queue,        k.records,
-                                   k.yield, k.slot_counter, k.lock_counter};
-  const std::string_view args[] = {
-      k.channel,  k.dlock_channel, owner,  have_text,
-      lease_text, ticket,          window, c.cfg().cluster() ? "1" : "0"};
-  const std::size_t nkeys = k.slot_counter.empty() ? 4 : 6;
-  c.scripts().eval(scripts::mutex_release, std::span<const std::string_view>{keys, nkeys}, args,
-                   c.cfg().command_timeout, std::move(done));
 }
 
 namespace {

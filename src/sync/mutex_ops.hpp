@@ -73,12 +73,6 @@ struct lock_keys {
   std::string slot_counter, lock_counter;  // empty: fencing off
 };
 
-// Sends mutex_release.lua for `owner`, which has `have` holds now (a partial release resets the
-// lease to `lease`), leaving the queue with `ticket` if it is not empty. Strand only.
-void send_mutex_release(client_impl& c, const lock_keys& k, std::chrono::milliseconds lease,
-                        std::string_view owner, std::uint32_t have, std::string_view ticket,
-                        transport::reply_handler done);
-
 // Gives back, in the background, the acquisition that would have left `owner` with `have` holds,
 // if it was applied (and leaves the queue with `ticket`): resent while the outcome stays unknown,
 // until `until` (the lease of the last attempt has ended by then). A later acquisition by the
