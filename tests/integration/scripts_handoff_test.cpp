@@ -247,7 +247,9 @@ void run_every_path(lab& l, bool keys_in_slot) {
   const auto handed = l.acquire({.owner = "B:1", .ticket = "11", .id = "idB"});
   EXPECT_EQ(show(handed), "[0, " + std::to_string(l.counter()) + "]");
   const auto renew = dlock::test::eval(l.c, dlock::scripts::lock_renew, {l.name}, {"9000", "hB:1"});
-  EXPECT_EQ(show(renew).substr(0, 2), "[9") << show(renew);
+  // The PTTL read after the PEXPIRE may be a millisecond or so below the lease.
+  const auto left = std::stol(show(renew).substr(1));
+  EXPECT_TRUE(left > 8000 && left <= 9000) << show(renew);
   const auto inspect =
       dlock::test::eval(l.c, dlock::scripts::lock_inspect,
                         {l.name, k.slot_counter, dlock::keys::holder_info(l.name), k.queue}, {});
