@@ -142,6 +142,31 @@ inline std::string waiting_writers(std::string_view name) {
   return suffixed(name, "dlock_writers");
 }
 
+// RSemaphore / RPermitExpirableSemaphore: the counter is the name itself; the channel on which
+// every change that frees permits publishes the new count (Redisson wakes that many waiters).
+inline std::string semaphore_channel(std::string_view name) {
+  return prefixed("redisson_sc", name);
+}
+// RPermitExpirableSemaphore's leased permits: a sorted set of permit id (16 raw bytes) ->
+// deadline in ms (server TIME for dlock, the client's clock for Redisson).
+inline std::string permit_timeouts(std::string_view name) { return suffixed(name, "timeout"); }
+// dlock's marker of one counting_semaphore acquisition by `owner`, for a short while: a resend
+// of the attempt takes nothing more, and a give-back returns exactly what it took.
+inline std::string counting_marker(std::string_view name, std::string_view owner) {
+  std::string out = suffixed(name, "dlock_taken:");
+  out += owner;
+  return out;
+}
+// RCountDownLatch: the counter is the name; its channel (`0`: the latch opened, `1`: a new
+// count was set) always wraps the raw name in braces, as Redisson does, so for a name with a
+// hash tag of its own it hashes elsewhere (dlock refuses such latch names in a Redis Cluster).
+inline std::string latch_channel(std::string_view name) {
+  std::string out = "redisson_countdownlatch__channel__{";
+  out += name;
+  out += '}';
+  return out;
+}
+
 // Unlock messages (Redisson LockPubSub): 0 wakes one waiter, 1 wakes all of them.
 inline constexpr std::string_view unlock_message = "0";
 inline constexpr std::string_view read_unlock_message = "1";

@@ -32,6 +32,9 @@
 
 namespace dlock {
 
+class leased_semaphore;
+class permit;
+
 namespace detail {
 class client_impl;
 struct hold_state;
@@ -84,6 +87,8 @@ class lease {
 
  private:
   friend class detail::lock_base;
+  friend class leased_semaphore;
+  friend class permit;
   lease(std::weak_ptr<detail::client_impl> c, std::shared_ptr<detail::hold_state> h) noexcept;
   void start_unlock(detail::completion<> done);
   void release_in_background() noexcept;

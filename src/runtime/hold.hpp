@@ -21,20 +21,28 @@
 namespace dlock::detail {
 
 struct hold_state {
+  // `f`: the field, when not derived from the owner (a leased_semaphore's permit ids);
+  // `amount`: the permits a semaphore acquisition takes.
   hold_state(std::string n, std::string o, std::chrono::milliseconds l, bool wd, std::uint64_t i,
-             lock_kind k = lock_kind::mutex)
+             lock_kind k = lock_kind::mutex, std::string f = {}, std::uint32_t amount = 1)
       : name{std::move(n)},
         owner{std::move(o)},
-        field{k == lock_kind::write ? owner + ":write" : owner},
+        field{!f.empty()              ? std::move(f)
+              : k == lock_kind::write ? owner + ":write"
+                                      : owner},
         kind{k},
+        permits{amount},
         lease{l},
         watchdog{wd},
         id{i} {}
 
   const std::string name;
   const std::string owner;  // <client-uuid>:<thread-or-lease number>
-  const std::string field;  // the owner's field in the lock hash (`<owner>:write` for a writer)
+  // The owner's field in the lock hash (`<owner>:write` for a writer); for leased_semaphore
+  // permits their ids, 16 raw bytes each.
+  const std::string field;
   const lock_kind kind;
+  const std::uint32_t permits;            // semaphores: the permits taken
   const std::chrono::milliseconds lease;  // the lease set on Redis (watchdog lease if watchdog)
   const bool watchdog;                    // renewed by the watchdog
   const std::uint64_t id;                 // key in the renewal schedule
@@ -98,7 +106,10 @@ inline std::string hold_key(const hold_state& h) { return hold_key(h.kind, h.fie
 
 // The hold's argument to lock_renew.lua: a kind letter and its field.
 inline std::string renew_arg(const hold_state& h) {
-  const char letter = h.kind == lock_kind::read ? 'r' : h.kind == lock_kind::write ? 'w' : 'h';
+  const char letter = h.kind == lock_kind::read      ? 'r'
+                      : h.kind == lock_kind::write   ? 'w'
+                      : h.kind == lock_kind::permits ? 'p'
+                                                     : 'h';
   return letter + h.field;
 }
 

@@ -51,6 +51,11 @@ std::string wait_topic::key() const {
     case lock_kind::read:
     case lock_kind::write:
       return "\x02" + name;
+    case lock_kind::permits:
+    case lock_kind::counting:
+      return "\x03" + name;
+    case lock_kind::latch:
+      return "\x04" + name;
     case lock_kind::mutex:
       break;
   }
@@ -69,6 +74,15 @@ waiter_registry::channel_listeners waiter_registry::channels_of(const wait_topic
     case lock_kind::read:
     case lock_kind::write:
       channels.emplace_back(keys::rwlock_channel(name),
+                            [this, key](const auto& ev) { on_redisson(key, ev); });
+      return channels;
+    case lock_kind::permits:
+    case lock_kind::counting:
+      channels.emplace_back(keys::semaphore_channel(name),
+                            [this, key](const auto& ev) { on_permits(key, ev); });
+      return channels;
+    case lock_kind::latch:  // `0`: open (wakes all); `1`: a new count (harmless re-check)
+      channels.emplace_back(keys::latch_channel(name),
                             [this, key](const auto& ev) { on_redisson(key, ev); });
       return channels;
     case lock_kind::mutex:
@@ -91,7 +105,8 @@ bool waiter_registry::add(const wait_topic& topic, waiter* w, std::uint64_t sinc
   auto& e = it->second;
   if (fresh) {
     ++name_count_;
-    e.zero_wakes_all = topic.kind == lock_kind::read || topic.kind == lock_kind::write;
+    e.zero_wakes_all = topic.kind == lock_kind::read || topic.kind == lock_kind::write ||
+                       topic.kind == lock_kind::latch;
     e.ids = subscribe_(channels_of(topic, key));
   }
   e.waiters.push_back(w);
@@ -187,6 +202,24 @@ void waiter_registry::on_redisson(const std::string& name, const transport::pubs
   // In turn: the woken waiter goes to the back, so a waiter whose attempt keeps losing (to a
   // Redisson process) does not take every wake-up of this process.
   pass_on(name);
+}
+
+void waiter_registry::on_permits(const std::string& key, const transport::pubsub_event& ev) {
+  auto* e = find(key);
+  if (!e) return;
+  if (ev.what == transport::pubsub_event::type::subscribed) {
+    e->last_heard = ++heard_;
+    return wake_all(*e, false);
+  }
+  if (common(*e, ev)) return;
+  // The message is the count now available: that many waiters, in turn (as Redisson wakes
+  // that many of its own). A waiter that finds too few sleeps again; one that ends without an
+  // attempt passes its wake-up on.
+  std::int64_t count = 0;
+  const auto* end = ev.payload.data() + ev.payload.size();
+  if (std::from_chars(ev.payload.data(), end, count).ptr != end || count <= 0) return;
+  const auto n = std::min<std::size_t>(static_cast<std::size_t>(count), e->waiters.size());
+  for (std::size_t i = 0; i < n; ++i) pass_on(key);
 }
 
 }  // namespace dlock::detail

@@ -7,6 +7,9 @@
 //   unlock tells the queue's head its turn (`0`);
 // - shared_mutex: redisson_rwlock:{name}, where `0` and `1` both wake every waiter of the name
 //   (a freed read-write lock may admit all of them: readers, or the writer first);
+// - semaphores (both layouts share the topic): redisson_sc:{name}, whose message is the count
+//   available: it wakes that many waiters, in turn;
+// - latch: redisson_countdownlatch__channel__{name}: `0` (open) wakes every waiter;
 // - mutex: three channels:
 // - this client's waiter channel of the name: an unlock handed the lock to the waiter whose
 //   ticket the message carries; that waiter is woken (its next attempt takes the hold). A
@@ -98,6 +101,7 @@ class waiter_registry {
   void on_handoff(const std::string& name, const transport::pubsub_event& ev);
   void on_dlock(const std::string& name, const transport::pubsub_event& ev);
   void on_redisson(const std::string& name, const transport::pubsub_event& ev);
+  void on_permits(const std::string& key, const transport::pubsub_event& ev);  // redisson_sc
 
   std::size_t names() const noexcept { return name_count_.load(); }  // thread-safe
   std::size_t waiters(const std::string& key) const;                 // strand only

@@ -25,5 +25,11 @@ extern const script write_acquire;
 extern const script write_release;
 extern const script mutex_force_unlock;
 extern const script lock_inspect;
+extern const script permit_acquire;
+extern const script permit_release;
+extern const script counting_acquire;
+extern const script semaphore_update;
+extern const script latch_check;
+extern const script latch_update;
 
 }  // namespace dlock::scripts

@@ -22,7 +22,7 @@ acquire_machine::params machine_params(const config& cfg, const hold_state& hold
   p.lease = hold.lease;
   p.recheck = cfg.wait_recheck;
   p.command_timeout = cfg.command_timeout;
-  p.replicate = cfg.wait_replicas > 0;
+  p.replicate = cfg.wait_replicas > 0 && hold.kind != lock_kind::latch;
   p.accept_shortfall = cfg.on_shortfall == config::shortfall_policy::accept;
   return p;
 }
@@ -118,7 +118,9 @@ class acquire_op final : public waiter,
       if (ec && m_.owes_wake()) c_.waiters().pass_on(topic_.key());
     }
     c_.untrack(this);
-    if (!ec) {
+    if (!ec && !leased(hold_->kind)) {
+      hold_->count.fetch_add(1);
+    } else if (!ec) {
       if (hold_->count.fetch_add(1) == 0) {
         hold_->replicated = m_.replicated();
         hold_->token = m_.token();

@@ -83,6 +83,21 @@ void send_attempt(client_impl& c, const lock_keys& k, const hold_state& h, const
       return c.scripts().eval(scripts::write_acquire, views{keys, fenced(k, 2)}, argv, a.budget,
                               std::move(done));
     }
+    case lock_kind::permits: {
+      const std::string_view keys[] = {k.name, k.queue};
+      const std::string_view argv[] = {lease, h.field, k.channel, cluster_flag(c)};
+      return c.scripts().eval(scripts::permit_acquire, keys, argv, a.budget, std::move(done));
+    }
+    case lock_kind::counting: {
+      const auto n = std::to_string(h.permits);
+      const std::string_view keys[] = {k.name, k.records};
+      const std::string_view argv[] = {n, lease};  // the marker lasts the hold's "lease"
+      return c.scripts().eval(scripts::counting_acquire, keys, argv, a.budget, std::move(done));
+    }
+    case lock_kind::latch: {
+      const std::string_view keys[] = {k.name};
+      return c.scripts().eval(scripts::latch_check, keys, {}, a.budget, std::move(done));
+    }
   }
 }
 
@@ -113,6 +128,18 @@ void send_release(client_impl& c, const lock_keys& k, const hold_state& h, std::
                                        h.owner,   leaving, cluster_flag(c)};
       return c.scripts().eval(scripts::write_release, keys, argv, timeout, std::move(done));
     }
+    case lock_kind::permits: {
+      const std::string_view keys[] = {k.name, k.queue};
+      const std::string_view argv[] = {h.field, k.channel, cluster_flag(c)};
+      return c.scripts().eval(scripts::permit_release, keys, argv, timeout, std::move(done));
+    }
+    case lock_kind::counting: {  // only a give-back: the marker says what the attempt took
+      const std::string_view keys[] = {k.name, k.records};
+      const std::string_view argv[] = {"undo", "0", k.channel, cluster_flag(c)};
+      return c.scripts().eval(scripts::semaphore_update, keys, argv, timeout, std::move(done));
+    }
+    case lock_kind::latch:  // holds nothing
+      return done({}, reply{});
   }
 }
 

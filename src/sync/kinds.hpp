@@ -18,6 +18,10 @@
 
 namespace dlock::detail {
 
+// Whether a kind's acquisition is a lease that the watchdog tracks (a counting_semaphore's
+// permits and a latch's opening are not).
+constexpr bool leased(lock_kind k) { return k != lock_kind::counting && k != lock_kind::latch; }
+
 struct attempt_request {
   std::uint32_t have;       // the count the owner expects now
   bool waits;               // it may queue (and, for a mutex, carries the ticket)

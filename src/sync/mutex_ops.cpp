@@ -54,6 +54,17 @@ lock_keys::lock_keys(const config& cfg, const std::string& lock_name, lock_kind 
       tag = keys::suffixed(lock_name, "");
       tag.pop_back();
       break;
+    case lock_kind::permits:
+      queue = keys::permit_timeouts(lock_name);
+      channel = keys::semaphore_channel(lock_name);
+      return;  // no fencing
+    case lock_kind::counting:
+      records = keys::counting_marker(lock_name, owner);
+      channel = keys::semaphore_channel(lock_name);
+      return;
+    case lock_kind::latch:
+      channel = keys::latch_channel(lock_name);
+      return;
   }
   if (cfg.fencing == config::fencing_mode::on) {
     slot_counter = keys::slot_fencing_counter_of(lock_name);

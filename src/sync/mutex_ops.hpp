@@ -65,7 +65,8 @@ struct lock_keys {
             const std::string& owner = {});
   std::string name;
   // mutex: dlock's waiter queue and records; fair: Redisson's queue list and deadlines zset;
-  // read/write: the waiting writers (queue).
+  // read/write: the waiting writers (queue); permits: the leased ids ({name}:timeout, queue);
+  // counting: the acquisition's marker (records).
   std::string queue, records;
   std::string yield, dlock_channel;        // mutex only
   std::string channel;                     // Redisson's unlock channel of the kind

@@ -107,4 +107,46 @@ TEST_F(waiter_topics, a_message_between_the_attempt_and_the_registration_wakes_t
   EXPECT_TRUE(reg.add(mutex_topic, &m2, mark));
 }
 
+// Semaphores: both layouts share redisson_sc:{name}, whose message is the count available; it
+// wakes that many waiters, in turn, as Redisson wakes that many of its own.
+TEST_F(waiter_topics, a_semaphore_count_wakes_that_many_waiters_in_turn) {
+  const wait_topic leased{lock_kind::permits, lock_name, "c0ffee:5"};
+  const wait_topic counting{lock_kind::counting, lock_name, "c0ffee:6"};
+  fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()}, c{reg.make_ticket()};
+  reg.add(leased, &a);
+  reg.add(leased, &b);
+  reg.add(counting, &c);
+  EXPECT_EQ(subscribed, (std::vector<std::string>{"redisson_sc:{orders}"}));
+  EXPECT_EQ(reg.names(), 1u);
+  message(subscribed[0], "1");
+  EXPECT_EQ(a.wakes.size() + b.wakes.size() + c.wakes.size(), 1u);
+  EXPECT_EQ(a.wakes.size(), 1u) << "the longest waiting first";
+  message(subscribed[0], "2");
+  EXPECT_EQ(b.wakes.size(), 1u);
+  EXPECT_EQ(c.wakes.size(), 1u);
+  EXPECT_EQ(a.wakes.size(), 1u) << "in turn: a went to the back";
+  message(subscribed[0], "9");
+  EXPECT_EQ(a.wakes.size() + b.wakes.size() + c.wakes.size(), 6u) << "at most every waiter";
+  for (const char* m : {"0", "-3", "junk", ""}) message(subscribed[0], m);
+  EXPECT_EQ(a.wakes.size() + b.wakes.size() + c.wakes.size(), 6u) << "no permits: no wake-up";
+  reg.remove(leased, &a);
+  reg.remove(leased, &b);
+  reg.remove(counting, &c);
+  EXPECT_EQ(unsubscribe_calls, 1);
+}
+
+// A latch's `0` (open) wakes every waiter; `1` (a new count) costs them one harmless check.
+TEST_F(waiter_topics, a_latch_opening_wakes_every_waiter) {
+  const wait_topic latch{lock_kind::latch, lock_name, "c0ffee:7"};
+  fake_waiter a{reg.make_ticket()}, b{reg.make_ticket()};
+  reg.add(latch, &a);
+  reg.add(latch, &b);
+  EXPECT_EQ(subscribed, (std::vector<std::string>{"redisson_countdownlatch__channel__{orders}"}));
+  message(subscribed[0], "0");
+  EXPECT_EQ(a.wakes.size(), 1u);
+  EXPECT_EQ(b.wakes.size(), 1u);
+  message(subscribed[0], "junk");
+  EXPECT_EQ(a.wakes.size(), 1u);
+}
+
 }  // namespace

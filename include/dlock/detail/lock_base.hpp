@@ -27,6 +27,10 @@ enum class lock_kind : std::uint8_t {
   fair,  // RFairLock: the same hash, plus redisson_lock_queue:{name} / redisson_lock_timeout:{name}
   read,  // RReadWriteLock's read side: `mode`=read, owner -> count, one timeout key per hold
   write,  // RReadWriteLock's write side: `mode`=write, `<owner>:write` -> count
+  // The synchronizers that hold no lock hash (their acquisitions go through the same machinery):
+  permits,   // leased_semaphore (RPermitExpirableSemaphore): counter `name`, ids in {name}:timeout
+  counting,  // counting_semaphore (RSemaphore): counter `name`; no lease, nothing renewed
+  latch,     // latch (RCountDownLatch): counter `name`; an "acquisition" is the latch found open
 };
 
 class lock_base {

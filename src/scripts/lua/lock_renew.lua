@@ -6,14 +6,39 @@
 -- - 'r<owner>' (a shared_mutex reader): the field counts n holds and each hold's key
 --   {name}:<owner>:rwlock_timeout:<k> exists; those keys and the hash get at least ARGV[1].
 --   Only this owner's keys: another reader that died expires (Redisson renews every reader's).
+-- - 'p<ids>' (leased_semaphore permits; KEYS[i] the counter): each id (16 raw bytes) is in the
+--   sorted set {name}:timeout with a deadline after the server's TIME; their deadlines become
+--   TIME + ARGV[1]. Their reply is the time left before the earliest of them, not a PTTL.
+-- dlock:include holds
 -- Returns an array: for each hold the hash's PTTL after the renewal (-1: no expiry), or -2 where
 -- the hold is gone (the lease is lost; a key of another type counts as not held).
 local out = {}
 local renew = ARGV[1] ~= '0'
+local now
+-- A leased semaphore's permits: the ms left of the earliest, or -2 when one is gone or expired.
+local function permits_left(counter, packed)
+  now = now or time_ms(redis.call('time'))
+  local timeouts = (string.find(counter, '{', 1, true) and counter or ('{' .. counter .. '}')) ..
+                   ':timeout'
+  local left = nil
+  for at = 1, #packed, 16 do
+    local deadline = tonumber(redis.pcall('zscore', timeouts, string.sub(packed, at, at + 15)))
+    if not deadline or deadline <= now then return -2 end
+    left = math.min(left or deadline - now, deadline - now)
+  end
+  if not left then return -2 end
+  if not renew then return left end
+  for at = 1, #packed, 16 do
+    redis.call('zadd', timeouts, 'xx', now + tonumber(ARGV[1]), string.sub(packed, at, at + 15))
+  end
+  return tonumber(ARGV[1])
+end
 for i = 1, #KEYS do
   local what, field = string.sub(ARGV[i + 1], 1, 1), string.sub(ARGV[i + 1], 2)
   local ok = false
-  if what == 'r' then
+  if what == 'p' then
+    out[i] = permits_left(KEYS[i], field)
+  elseif what == 'r' then
     local n = tonumber(redis.pcall('hget', KEYS[i], field))
     if n and n > 0 then
       local tag = string.find(KEYS[i], '{', 1, true) and KEYS[i] or ('{' .. KEYS[i] .. '}')
@@ -35,6 +60,6 @@ for i = 1, #KEYS do
       redis.call('pexpire', KEYS[i], ARGV[1])
     end
   end
-  out[i] = ok and redis.call('pttl', KEYS[i]) or -2
+  if what ~= 'p' then out[i] = ok and redis.call('pttl', KEYS[i]) or -2 end
 end
 return out
