@@ -50,7 +50,8 @@ Usage (Debian's python3-redis):
 Options (anywhere): --lease-ms N (default 30000, Redisson's lockWatchdogTimeout; no renewal is
 done, so a hold must end before it), --timeout-s N (give up waiting: exit 3), --stamp
 (acquire_wait: the acquired line ends with the CLOCK_MONOTONIC ns at which lock() returned),
---cluster (URL is one node of a Redis Cluster), --kind mutex|fair|read|write (above),
+--cluster (URL is one node of a Redis Cluster), --kind mutex|fair|read|write (above; and
+semaphore|permits|latch, below, where --lease-ms is the permits' lease, none by default),
 --fair-wait-ms N (--kind fair only). An unlock that finds the lock not held by this owner (the
 script answers nil) is an error (exit 3); RFairLock's answers 1 when the lock is already gone
 (after telling the queue's head), as Redisson's does. With a --kind other than mutex, loop
@@ -67,10 +68,65 @@ over a socket of its own: python3-redis 4.3 has none). The waiting is the same: 
 only, else after the lock's TTL. A subscription that the server ends (the slot moved) or whose
 connection drops is made again on the slot's master.
 That part lives in redisson_cluster.py, next to this file.
+
+Redisson's synchronizers (redisson_sync.py and redisson_sync_cli.py, next to this file):
+  --kind semaphore  RSemaphore: the STRING `name` holds the free permits; channel
+         `redisson_sc:{name}` (`redisson_sc:name` if the name has a `{`, as for every channel
+         and key below but the latch's channel). An acquire takes one (DECRBY) if there is
+         one; a release (by anyone) INCRBYs and publishes the new count. A waiter subscribes,
+         then tries again each time a message with a positive value comes (SemaphorePubSub:
+         `0` wakes nobody), with no other bound. The permit id printed is `-`. --lease-ms is
+         ignored.
+  --kind permits    RPermitExpirableSemaphore: the same counter and channel, plus the ZSET
+         `{name}:timeout` (`name:timeout`) of taken permits: 16 random bytes, sent and stored
+         raw (printed as 32 hex digits), scored by their deadline (client wall-clock ms now +
+         --lease-ms, or 922337203685477 for "never" when --lease-ms is not given). An acquire
+         first puts one lapsed permit back (publishing the count if positive); a failed one
+         answers the first deadline, and the waiter waits for a message at most until then
+         (never-expiring permits: no bound). A release (tryRelease) puts the permit back and
+         publishes the count; it answers 1, or 0 if the permit had lapsed (it still goes back,
+         once) or was already gone (nothing changes).
+  --kind latch      RCountDownLatch: the STRING `name` holds the count; channel
+         `redisson_countdownlatch__channel__{name}` (braces always). trySetCount publishes `1`,
+         the count down that reaches 0 deletes the key and publishes `0`; await() subscribes
+         and, while the count is above 0, waits until a `0` opens its latch.
+  redisson_client.py --kind semaphore|permits hold URL NAME
+      acquire one permit (blocking), print "acquired <id>"; hold until a line or EOF on stdin;
+      release, print "released <r>" (semaphore: 1; permits: tryRelease's 1 or 0).
+  redisson_client.py --kind semaphore|permits acquire_wait URL NAME
+      try once; if none is free, print "waiting" (subscribed by then) and wait as above; then
+      print "acquired <ms waited> <id>", release, print "released <r>".
+  redisson_client.py --kind semaphore|permits loop URL NAME [--hold-ms N] [--pause-ms N]
+                    [--duration-s N] [--log FILE]
+      as the lock loop: "ready", EOF on stdin, then for N s acquire one permit, hold, release,
+      pause (--log: "<start ns> <end ns>" per hold); prints "count <acquisitions>".
+  redisson_client.py --kind semaphore|permits set_permits URL NAME N
+      trySetPermits(N): sets the count if there is none, publishing N; prints 1 or 0.
+  redisson_client.py --kind semaphore|permits add_permits URL NAME N
+      addPermits(N), N may be negative; prints "ok". Semaphore publishes the new count,
+      permits publishes N if N > 0.
+  redisson_client.py --kind semaphore|permits available URL NAME
+      availablePermits(); for permits every lapsed permit goes back first. Prints the number.
+  redisson_client.py --kind semaphore release URL NAME N
+      release(N) (N >= 0; 0 sends nothing); prints "ok".
+  redisson_client.py --kind permits release_id URL NAME HEXID
+      tryRelease(HEXID); prints 1 or 0.
+  redisson_client.py --kind latch latch_set URL NAME N     trySetCount(N); prints 1 or 0.
+  redisson_client.py --kind latch count_down URL NAME      countDown(); prints "ok".
+  redisson_client.py --kind latch count URL NAME           getCount(); prints it (0 if none).
+  redisson_client.py --kind latch await URL NAME
+      await(): at once if the count is 0; else subscribe, print "waiting" (once, while the
+      count is above 0), and wait for `0`; then print "opened <ms waited>".
+  --timeout-s N ends any wait (exit 3), --stamp ends the "acquired"/"opened" line with the
+  CLOCK_MONOTONIC ns at which the wait returned, cluster mode works as for the locks
+  (SPUBLISH, SSUBSCRIBE; a latch whose name has a `{` has its channel in another slot, so
+  its scripts fail with CROSSSLOT there, as Redisson's do); --fair-wait-ms and --log-asks
+  are for the lock kinds only.
 """
 
 import sys
 import time
+import types
 
 try:
     import redis
@@ -81,10 +137,11 @@ except ImportError:  # pragma: no cover - reported to the test as a clear failur
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree for the modules below
 from redisson_cluster import CLUSTER_SCHEME, connect_cluster  # noqa: E402
 from redisson_family import FairLock, ReadLock, WriteLock  # noqa: E402
+from redisson_sync_cli import SYNC_KINDS, run as run_sync  # noqa: E402
 from redisson_waiting import (FAIR_LOCK_WAIT_TIMEOUT_MS, LOCK_WATCHDOG_TIMEOUT_MS,  # noqa: E402
                               UNLOCK_MESSAGE, PubSubLock, new_owner, prefix_name)
 
-KINDS = ("mutex", "fair", "read", "write")
+KINDS = ("mutex", "fair", "read", "write") + SYNC_KINDS
 
 # RedissonLock.tryLockInnerAsync: nil when acquired (or re-entered), else the PTTL.
 TRY_LOCK = (
@@ -212,8 +269,14 @@ def make_lock(kind, conn, name, lease_ms, cluster, fair_wait_ms):
     return RLock(conn, name, lease_ms, cluster)
 
 
+def connect(url, cluster):
+    if cluster:
+        return connect_cluster(url)
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
+
+
 def main(argv):
-    lease_ms = LOCK_WATCHDOG_TIMEOUT_MS
+    lease_ms = None  # the locks' default is LOCK_WATCHDOG_TIMEOUT_MS; permits: never expire
     kind = "mutex"
     fair_wait_ms = None
     timeout_s = 60.0
@@ -261,20 +324,26 @@ def main(argv):
             fair_wait_ms = int(rest.pop(0))
         else:
             die(2, "unknown option " + opt)
-    if len(args) != 3 or args[0] not in ("hold", "acquire_wait", "loop"):
-        die(2, "usage: redisson_client.py [--kind mutex|fair|read|write] [options] "
-            "(hold|acquire_wait|loop) URL NAME")
-    mode, url, name = args
     if fair_wait_ms is not None and kind != "fair":
         die(2, "--fair-wait-ms is for --kind fair only")
+    if kind in SYNC_KINDS:
+        if asks_path is not None:
+            die(2, "--log-asks is for the lock kinds only")
+        cluster = cluster or (len(args) > 1 and args[1].startswith(CLUSTER_SCHEME))
+        opts = types.SimpleNamespace(lease_ms=lease_ms, timeout_s=timeout_s, stamp=stamp,
+                                     hold_ms=hold_ms, pause_ms=pause_ms, duration_s=duration_s,
+                                     log_path=log_path, cluster=cluster)
+        return run_sync(kind, args, opts, lambda url: connect(url, cluster), say, die)
+    if len(args) != 3 or args[0] not in ("hold", "acquire_wait", "loop"):
+        die(2, "usage: redisson_client.py [--kind " + "|".join(KINDS) + "] [options] "
+            "(hold|acquire_wait|loop) URL NAME  (other commands for the other kinds)")
+    mode, url, name = args
     if fair_wait_ms is None:
         fair_wait_ms = FAIR_LOCK_WAIT_TIMEOUT_MS
+    if lease_ms is None:
+        lease_ms = LOCK_WATCHDOG_TIMEOUT_MS
     cluster = cluster or url.startswith(CLUSTER_SCHEME)
-    if cluster:
-        conn = connect_cluster(url)
-    else:
-        conn = redis.Redis.from_url(url, decode_responses=True, socket_timeout=10)
-    lock = make_lock(kind, conn, name, lease_ms, cluster, fair_wait_ms)
+    lock = make_lock(kind, connect(url, cluster), name, lease_ms, cluster, fair_wait_ms)
 
     if mode == "loop":
         return loop(lock, hold_ms, pause_ms, duration_s, log_path, asks_path)
