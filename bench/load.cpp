@@ -6,6 +6,11 @@
 //   Every workload but w4 takes --kind mutex|fair|read|write (default mutex): the lock it takes,
 //   dlock::mutex, dlock::fair_mutex, or the read or write side of dlock::shared_mutex.
 //
+//   dlock_load w1 --kind permits --url U [--name N] [--iterations 20000] [--warmup 500]
+//       [--samples FILE]
+//       One client, one thread: leased_semaphore::acquire(1) + permit::release on a semaphore
+//       of 1 permit, one after the other; --samples writes each pair's latency (µs), one a line.
+//       -> {"n", "p50_us", "p99_us", "errors"}
 //   dlock_load w2 --url U --lockers 50 --seconds S [--mode async|threads] [--prefix P]
 //       [--name N [--writers W]]
 //       50 lockers on distinct names, each a lock+unlock loop, for S seconds.
@@ -16,6 +21,9 @@
 //       W lockers take the write side, the others the read side.
 //       -> {"pairs", "write_pairs" (the writers'), "seconds", "pairs_per_s", "errors", "cpu_s"
 //          (this process's, from the start)}
+//       --kind permits (async only): async_acquire(1)+async_release on leased_semaphores, each
+//       acquirer on a semaphore of 1 permit of its own (P:0, P:1, ...), or with --name all on one
+//       semaphore of `lockers` permits (load_permits.cpp).
 //   dlock_load w3 --url U --name N --hold-us 1000 --think-us 1000 --seconds S [--id K]
 //       One thread: try_lock_for(until the end), hold, unlock, think; until the end.
 //       -> {"id", "events": [[call, acquired, unlock_call, unlock_returned] (ns), ...], "errors"}
@@ -33,7 +41,8 @@
 //       acquisitions in flight per client at a time, and reads Redis' used_memory and DBSIZE
 //       before, while holding and after releasing them; times taking and releasing them all.
 //
-// The workloads: load_pairs.cpp (w2), load_one_name.cpp (w3, w4), load_many_locks.cpp (w5, w6).
+// The workloads: load_permits.cpp (w1, w2 with --kind permits), load_pairs.cpp (w2),
+// load_one_name.cpp (w3, w4), load_many_locks.cpp (w5, w6).
 //
 // Exit status: 0 when the run completed (errors are reported in the JSON), 1 when it could not
 // run, 64 for bad usage.
@@ -47,14 +56,16 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs("usage: dlock_load w2|w3|w4|w5|w6 --url URL [options] (see bench/load.cpp)\n",
+    std::fputs("usage: dlock_load w1|w2|w3|w4|w5|w6 --url URL [options] (see bench/load.cpp)\n",
                stderr);
     return 64;
   }
   const std::string cmd = argv[1];
   try {
     const bench::options opt{argc, argv, 2};
-    if (cmd == "w2") return bench::load::w2(opt);
+    const bool permits = opt.str("kind") == "permits";
+    if (cmd == "w1" && permits) return bench::load::w1_permits(opt);
+    if (cmd == "w2") return permits ? bench::load::w2_permits(opt) : bench::load::w2(opt);
     if (cmd == "w3") return bench::load::w3(opt);
     if (cmd == "w4") return bench::load::w4(opt);
     if (cmd == "w5") return bench::load::w5(opt);

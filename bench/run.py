@@ -16,7 +16,8 @@ the median over repetitions with the min-max spread.
 
 W1 and W2 also run on a local Redis Cluster of 3 masters and 3 replicas (bench/cluster.py starts
 it, bench/cluster_bench.py sums it up), its chunks in the same rotation as the single server's.
-fair_mutex runs W3 and shared_mutex a W2 on one name beside the mutex, both W6 (bench/family.py).
+fair_mutex runs W3 and shared_mutex a W2 on one name beside the mutex, both W6 (bench/family.py);
+leased_semaphore's permits run W1 and W2, and `dlock exec --permits` is timed (bench/semaphores.py).
 
 --quick: one repetition with small counts; writes the report and plots under --work unless
 --md/--plots say otherwise, and exits 1 unless every workload ran and produced numbers (their
@@ -43,6 +44,7 @@ import redis
 sys.dont_write_bytecode = True  # the modules below are bench/'s own: no __pycache__ in the tree
 import cluster_bench
 import family
+import semaphores
 from cluster import CLUSTER
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -246,6 +248,7 @@ class Runner:
         os.makedirs(os.path.join(a.work, "samples"), exist_ok=True)
         self.cluster = cluster_bench.ClusterBench(self, sys.modules[__name__])
         self.family = family.FamilyBench(self, sys.modules[__name__])
+        self.semaphores = semaphores.SemaphoreBench(self, sys.modules[__name__])
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -407,6 +410,8 @@ class Runner:
         cluster:X is X on the cluster, its pairs cycling over one name per master."""
         if system == "ping":
             return self.floor_ping(rep, chunk)
+        if system in semaphores.W1:
+            return self.semaphores.w1(system, rep, chunk)
         n = str(max(100, self.size["w1_n"] // self.size["w1_chunks"]))
         warm = str(self.size["w1_warmup"])
         port = str(self.a.port)
@@ -494,6 +499,8 @@ class Runner:
         the chunks' pairs over their seconds (w2_finish)."""
         if system in family.W2:
             return self.family.w2(system, rep, chunk)
+        if system in semaphores.W2:
+            return self.semaphores.w2(system, rep, chunk)
         seconds = self.size["w2_s"] / self.size["w2_chunks"]
         prefixes = ["bench:w2:%s:r%d:c%d:p%d" % (system.replace(":", "-"), rep, chunk, i) for i in range(procs)]
         if system.startswith(CLUSTER):  # each master serves a third of every process's names
@@ -786,7 +793,8 @@ class Runner:
     def run(self):
         reps = self.size["reps"]
         self.step("cluster: start 3 masters + 3 replicas", self.cluster.start)
-        w1_systems = ["ping", "floor-pair", "dlock"] + self.peers() + self.cluster.w1_systems()
+        w1_systems = ["ping", "floor-pair", "dlock"] + self.peers() + self.cluster.w1_systems() + \
+            self.semaphores.w1_systems()
         w2_systems = ["dlock-async", "dlock-threads"] + self.peers() + self.cluster.w2_systems()
         w3_systems = ["floor-w3", "dlock"] + self.peers()
         self.load_avg = os.getloadavg()
@@ -808,12 +816,15 @@ class Runner:
             # W2 in chunks too, the systems' order turning chunk by chunk (as W1's).
             for procs in (1, 4):
                 for chunk in range(self.size["w2_chunks"]):
-                    for s in rot(w2_systems + self.family.w2_systems(procs), chunk):
+                    extra = self.family.w2_systems(procs) + self.semaphores.w2_systems(procs)
+                    for s in rot(w2_systems + extra, chunk):
                         self.step("W2 %dx50 %s (chunk %d)" % (procs, s, chunk + 1),
                                   self.w2, s, procs, rep, chunk)
                 self.step("W2 %dx50 statistics" % procs, self.w2_finish, procs, rep)
                 if self.cluster.up():
                     self.step("W2 %dx50 cluster statistics" % procs, self.cluster.w2_finish, procs, rep)
+            self.step("permits statistics", self.semaphores.finish, rep)
+            self.step("dlock exec --permits overhead", self.semaphores.exec_overhead, rep)
             self.step("floor: PING after a 1 ms hold", self.floor_idle_ping, rep)
             # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
             for s in rot(w3_systems[:2]) + self.family.w3_systems() + rot(w3_systems[2:]):
@@ -1028,6 +1039,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     row("W6", "same with `fencing=off` (no fencing counter)",
         "w6", "dlock-nofence", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
     runner.family.target_rows(row, rows.append)
+    runner.semaphores.target_rows(row, rows.append)
     runner.cluster.target_rows(row)
     add("## Targets")
     add("")
@@ -1252,6 +1264,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
     add("")
 
     runner.family.section(add, size)
+    runner.semaphores.section(add, size)
     runner.cluster.section(add, size, m.get("nproc"))
 
     # ---- findings
@@ -1312,7 +1325,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "`bench/floor_pair.cpp` (the floor pair), `bench/pair_bench.cpp` (W1, Google Benchmark), "
         "`bench/load.cpp` and `bench/load_*.cpp` (`dlock_load`, W2–W6), `bench/peers/` (redis-py "
         "and node-redlock), `bench/run.py` (the sitting, this report and the plots), `bench/family.py` "
-        "(fair_mutex's and shared_mutex's rows and section), `bench/cluster.py` "
+        "(fair_mutex's and shared_mutex's rows and section), `bench/semaphores.py` (leased_semaphore's "
+        "and `dlock exec --permits`'), `bench/cluster.py` "
         "(the 3+3 cluster) and `bench/cluster_bench.py` (its rows and section), "
         "`bench/findings.md` (the analysis below the tables).")
     add("")
@@ -1469,10 +1483,10 @@ def check(runner):
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor",
                 "1x50_vs_best_peer", "4x50_vs_best_peer"}
-    extra_wants = runner.cluster.wants() + runner.family.wants()
+    extra_wants = runner.cluster.wants() + runner.family.wants() + runner.semaphores.wants()
     want += extra_wants
     positive |= {m for _, _, m in extra_wants}
-    problems = ["step failed: " + e for e in res.errors] + problems_extra + runner.family.problems()
+    problems = ["step failed: " + e for e in res.errors] + problems_extra + runner.family.problems() + runner.semaphores.problems()
     for w, s, m in want:
         vals = res.get(w, s, m)
         if not vals:
