@@ -1,7 +1,7 @@
-// dlock::fair_mutex and dlock::shared_mutex on a real 3-master Redis Cluster: every script and
-// hold key on the name's slot master (names with and without their own hash tag), waiters woken
-// on shard channels (a fair waiter's own channel, the read-write channel), renewals per slot.
-// No CROSSSLOT ever.
+// dlock::fair_mutex, dlock::shared_mutex, the semaphores and the latch on a real 3-master Redis
+// Cluster: every script and key on the name's slot master (names with and without their own hash
+// tag), waiters woken on shard channels (a fair waiter's own channel, the read-write channel,
+// redisson_sc, the latch's), renewals per slot. No CROSSSLOT ever.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,8 +11,11 @@
 #include <thread>
 
 #include "dlock/client.hpp"
+#include "dlock/counting_semaphore.hpp"
 #include "dlock/fair_mutex.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/latch.hpp"
+#include "dlock/leased_semaphore.hpp"
 #include "dlock/shared_mutex.hpp"
 #include "support/redis_cluster.hpp"
 #include "test_util.hpp"
@@ -94,6 +97,63 @@ TEST_F(on_cluster, read_holds_renew_and_a_writer_is_woken_on_the_shard_channel) 
   reader.unlock_shared();
   EXPECT_TRUE(writer.get());
   EXPECT_EQ(c.command_on_slot(slot, {"EXISTS", name}), ":0");
+}
+
+// Permits on the slot's master, renewed there, and a waiter woken on the shard channel
+// redisson_sc:{name} by a release (the re-check is 3 s).
+TEST_F(on_cluster, permits_renew_on_the_slot_master_and_wake_waiters_on_its_shard) {
+  auto& c = *cluster_;
+  dlock::client a{family_cluster_config(c)}, b{family_cluster_config(c)};
+  for (const auto& name :
+       {dlock::test::unique_name("cs"), "jobs{" + dlock::test::unique_name("t") + "}x"}) {
+    dlock::leased_semaphore sa{a, name}, sb{b, name};
+    ASSERT_TRUE(sa.try_set_permits(1)) << name;
+    auto held = sa.acquire();
+    const auto slot = dlock::keys::slot(name);
+    EXPECT_EQ(c.command_on_slot(slot, {"ZCARD", dlock::keys::permit_timeouts(name)}), ":1");
+    auto waiter = std::async(std::launch::async, [&sb] {
+      const auto t = std::chrono::steady_clock::now();
+      auto p = sb.try_acquire_for(10s);
+      return std::pair{p.count(), std::chrono::steady_clock::now() - t};
+    });
+    std::this_thread::sleep_for(2s);  // past the 1.5 s watchdog lease: renewed on the master
+    EXPECT_FALSE(held.lost().stop_requested()) << name;
+    held.release();
+    const auto [got, waited] = waiter.get();
+    EXPECT_EQ(got, 1u) << name;
+    EXPECT_LT(waited, 4500ms) << "woken by the release on the shard channel";
+    EXPECT_EQ(sa.available(), 1) << name;
+  }
+}
+
+TEST_F(on_cluster, counting_permits_and_a_latch_wake_on_shard_channels) {
+  auto& c = *cluster_;
+  dlock::client a{family_cluster_config(c)}, b{family_cluster_config(c)};
+  const auto name = dlock::test::unique_name("cc");
+  dlock::counting_semaphore sa{a, name}, sb{b, name};
+  sa.try_set_permits(0);
+  auto taker = std::async(std::launch::async, [&sb] { return sb.try_acquire_for(10s); });
+  std::this_thread::sleep_for(500ms);
+  const auto released = std::chrono::steady_clock::now();
+  sa.release();
+  EXPECT_TRUE(taker.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 2500ms);
+  const auto latch_name = dlock::test::unique_name("cl");
+  dlock::latch la{a, latch_name}, lb{b, latch_name};
+  ASSERT_TRUE(la.try_set_count(1));
+  auto waiter = std::async(std::launch::async, [&lb] { return lb.wait_for(10s); });
+  std::this_thread::sleep_for(500ms);
+  const auto opened = std::chrono::steady_clock::now();
+  la.count_down();
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - opened, 2500ms);
+  // The latch channel wraps the raw name in braces: a tagged name's channel hashes elsewhere.
+  dlock::latch tagged{a, "batch{" + dlock::test::unique_name("t") + "}"};
+  std::error_code ec;
+  EXPECT_FALSE(tagged.try_set_count(1, ec));
+  EXPECT_EQ(ec, dlock::errc::invalid_argument);
+  EXPECT_FALSE(tagged.try_wait(ec));
+  EXPECT_EQ(ec, dlock::errc::invalid_argument);
 }
 
 }  // namespace cluster_family
