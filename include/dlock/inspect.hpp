@@ -4,7 +4,10 @@
 //   if (s.held) for (auto& h : s.holders) std::cout << h.owner << " x" << h.count << '\n';
 //
 // Every kind is recognised: a mutex (RLock), a fair_mutex (RFairLock: also its queue) and a
-// shared_mutex (RReadWriteLock: its mode, readers and writer, and dlock's waiting writers).
+// shared_mutex (RReadWriteLock: its mode, readers and writer, and dlock's waiting writers); and
+// the counters: a leased_semaphore (RPermitExpirableSemaphore: its permits available and those
+// leased, each with its time left), or a bare counter, which a counting_semaphore (RSemaphore), a
+// latch (RCountDownLatch) and a leased_semaphore with no permit leased all look like.
 // The lock hash, its PTTL, the fencing counter, the holder descriptions and the queues are read
 // in one script (one consistent snapshot); the number of subscribers to the unlock channels
 // comes from a separate PUBSUB NUMSUB (SHARDNUMSUB at the slot's master in a cluster). Holders may
@@ -45,6 +48,26 @@ enum class lock_layout : std::uint8_t {
   mutex,       // RLock's hash (a fair lock nobody waits for has exactly this layout)
   fair,        // RFairLock: its queue (keys::fair_queue) is not empty
   read_write,  // RReadWriteLock: the hash has a `mode` field, or dlock writers wait for it
+  // A leased_semaphore (RPermitExpirableSemaphore): permits are leased ({name}:timeout is not
+  // empty). `counter` is its available permits.
+  semaphore,
+  // A string counter and no leased permits: a counting_semaphore's (RSemaphore) available
+  // permits, a latch's (RCountDownLatch) count, or an idle leased_semaphore's available permits.
+  // The keys do not tell which.
+  counter,
+};
+
+// A leased permit of a leased_semaphore, with its holder's description if it gave one
+// (describe_holder with the permit id as the owner: `dlock exec --permits` does).
+struct leased_permit {
+  std::string id;  // 32 hex characters (the 16 raw bytes of the sorted set's member)
+  // Until its deadline, by the server's clock (negative: passed; the next call on the semaphore
+  // reclaims it). nullopt: it never expires (a Redisson permit acquired without a lease time).
+  std::optional<std::chrono::milliseconds> expires_in;
+  std::string host;
+  std::int64_t pid = 0;
+  std::string command;
+  std::int64_t acquired_unix_ms = 0;
 };
 
 // An owner waiting in a fair lock's queue, or a dlock writer waiting for a read-write lock.
@@ -78,10 +101,22 @@ struct lock_status {
   std::vector<waiting_owner> waiting_writers;
   std::int64_t waiting_writers_count = 0;
 
+  // semaphore, counter: the counter's value (0 if absent or not a number).
+  std::int64_t counter = 0;
+  // semaphore: the leased permits, earliest deadline first (the first `listed_max`), and their
+  // number (expired ones not yet reclaimed included). held: there are some.
+  std::vector<leased_permit> permits;
+  std::int64_t permits_leased = 0;
+  // semaphore, counter: clients subscribed to redisson_sc:{name} (semaphore waiters) and to the
+  // latch channel (latch waiters); `subscribers` is their sum.
+  std::int64_t semaphore_subscribers = 0;
+  std::int64_t latch_subscribers = 0;
+
   static constexpr std::size_t listed_max = 100;
 };
 
-// Errors: errc::invalid_argument (bad name), errc::wrong_type, connection errors.
+// Errors: errc::invalid_argument (bad name), errc::wrong_type (a key of another type: a list,
+// a set...), connection errors.
 lock_status inspect(client& c, const std::string& name);
 lock_status inspect(client& c, const std::string& name, std::error_code& ec);
 

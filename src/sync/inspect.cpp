@@ -31,11 +31,12 @@ reply run_script(detail::client_impl& c, const std::string& name, std::error_cod
   const auto fair_queue = keys::fair_queue(name);
   const auto fair_timeouts = keys::fair_timeouts(name);
   const auto writers = keys::waiting_writers(name);
+  const auto permits = keys::permit_timeouts(name);
   const auto limit = std::to_string(lock_status::listed_max);
   return detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
     std::string_view ks[] = {name, k.slot_counter.empty() ? std::string_view{name} : k.slot_counter,
                              info, k.queue};
-    std::string_view args[] = {fair_queue, fair_timeouts, writers, limit};
+    std::string_view args[] = {fair_queue, fair_timeouts, writers, limit, permits};
     c.scripts().eval(scripts::lock_inspect, ks, args, c.cfg().command_timeout, std::move(done));
   });
 }
@@ -99,7 +100,12 @@ void read_layout(const std::vector<reply>& e, lock_status& out) {
   out.waiting_writers = waiting_owners(e[9]);
   const auto mode = mode_field(e[1]);
   const bool hash = e[0].str() == "hash";
-  if (mode) {
+  out.permits_leased = e[11].to_integer().value_or(0);
+  if (out.permits_leased > 0) {
+    out.layout = lock_layout::semaphore;
+  } else if (e[0].str() == "string") {
+    out.layout = lock_layout::counter;
+  } else if (mode) {
     out.layout = lock_layout::read_write;
     out.mode = *mode;
   } else if (out.fair_queue_length > 0) {
@@ -111,15 +117,49 @@ void read_layout(const std::vector<reply>& e, lock_status& out) {
   }
 }
 
-// Waiters listen on the unlock channel of their kind: a plain channel on a single server, a
-// shard channel at the slot's master in a cluster (as Redisson's do), which only SHARDNUMSUB
-// counts. All of them are counted, so a waiter of any kind is.
-std::int64_t subscribers(detail::client_impl& c, const std::string& name, const lock_status& s,
-                         std::error_code& ec) {
+// 16 raw bytes as 32 hex characters.
+std::string hex(std::string_view raw) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : raw) {
+    const auto byte = static_cast<unsigned char>(c);
+    out += digits[byte >> 4];
+    out += digits[byte & 0xf];
+  }
+  return out;
+}
+
+// A semaphore's counter and leased permits ({id, ms or nil, ...}), with the descriptions of
+// their holders (keyed by the permit id in hex).
+void read_permits(const std::vector<reply>& e, lock_status& out) {
+  out.counter = to_int(e[10].is_nil() ? std::string{} : e[10].str());
+  std::map<std::string, std::string> info;
+  const auto& d = e[4].elements();
+  for (std::size_t i = 0; i + 1 < d.size(); i += 2) info[d[i].str()] = d[i + 1].str();
+  const auto& p = e[12].elements();
+  for (std::size_t i = 0; i + 1 < p.size(); i += 2) {
+    leased_permit lp;
+    lp.id = hex(p[i].str());
+    if (const auto ms = p[i + 1].to_integer()) lp.expires_in = std::chrono::milliseconds{*ms};
+    const auto names = holder_fields(lp.id);  // host, pid, command, acquired_ms
+    auto get = [&](std::size_t field) {
+      auto it = info.find(names[field]);
+      return it == info.end() ? std::string{} : it->second;
+    };
+    lp.host = get(0);
+    lp.pid = to_int(get(1));
+    lp.command = get(2);
+    lp.acquired_unix_ms = to_int(get(3));
+    out.permits.push_back(std::move(lp));
+  }
+}
+
+// Subscribers of `channels` (of one cluster slot).
+std::int64_t numsub(detail::client_impl& c, const std::vector<std::string>& channels,
+                    std::error_code& ec) {
   const bool cluster = c.cfg().cluster();
-  std::vector<std::string> args{"PUBSUB", cluster ? "SHARDNUMSUB" : "NUMSUB",
-                                keys::lock_channel(name), keys::rwlock_channel(name)};
-  for (const auto& w : s.fair_queue) args.push_back(keys::fair_waiter_channel(name, w.owner));
+  std::vector<std::string> args{"PUBSUB", cluster ? "SHARDNUMSUB" : "NUMSUB"};
+  args.insert(args.end(), channels.begin(), channels.end());
   auto r = detail::run_blocking<reply>(c, ec, [&](detail::completion<reply> done) {
     c.submit(cluster ? keys::slot(args[2]) : std::uint16_t{0}, resp::encode_command(args),
              std::move(done));
@@ -129,6 +169,25 @@ std::int64_t subscribers(detail::client_impl& c, const std::string& name, const 
   const auto& e = r.elements();
   for (std::size_t i = 1; i < e.size(); i += 2) n += e[i].to_integer().value_or(0);
   return n;
+}
+
+// A counter's waiters: on the semaphore channel, and on the latch channel (in a cluster, of
+// another slot when the name has a hash tag of its own).
+void counter_subscribers(detail::client_impl& c, const std::string& name, lock_status& s,
+                         std::error_code& ec) {
+  s.semaphore_subscribers = numsub(c, {keys::semaphore_channel(name)}, ec);
+  if (!ec) s.latch_subscribers = numsub(c, {keys::latch_channel(name)}, ec);
+  s.subscribers = s.semaphore_subscribers + s.latch_subscribers;
+}
+
+// Waiters listen on the unlock channel of their kind: a plain channel on a single server, a
+// shard channel at the slot's master in a cluster (as Redisson's do), which only SHARDNUMSUB
+// counts. All of them are counted, so a waiter of any kind is.
+std::int64_t subscribers(detail::client_impl& c, const std::string& name, const lock_status& s,
+                         std::error_code& ec) {
+  std::vector<std::string> channels{keys::lock_channel(name), keys::rwlock_channel(name)};
+  for (const auto& w : s.fair_queue) channels.push_back(keys::fair_waiter_channel(name, w.owner));
+  return numsub(c, channels, ec);
 }
 
 }  // namespace
@@ -141,15 +200,22 @@ lock_status inspect(client& cl, const std::string& name, std::error_code& ec) {
   auto r = run_script(c, name, ec);
   if (ec) return out;
   const auto& e = r.elements();
-  if (e.size() != 10) {
+  if (e.size() != 13) {
     ec = errc::protocol_error;
     return out;
   }
-  if (e[0].str() != "hash" && e[0].str() != "none") {
+  if (e[0].str() != "hash" && e[0].str() != "none" && e[0].str() != "string") {
     ec = errc::wrong_type;
     return out;
   }
   read_layout(e, out);
+  if (out.layout == lock_layout::semaphore || out.layout == lock_layout::counter) {
+    read_permits(e, out);
+    out.held = out.permits_leased > 0;
+    out.remaining_lease = std::chrono::milliseconds{e[2].integer()};
+    counter_subscribers(c, name, out, ec);
+    return out;
+  }
   read_holders(e[1], e[4], out.layout == lock_layout::read_write, out);
   out.held = !out.holders.empty();
   out.queued = e[5].to_integer().value_or(0);

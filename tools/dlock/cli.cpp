@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <stdexcept>
 
 namespace dlock_cli {
@@ -88,9 +90,16 @@ bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args&
     complain("exec", e.what());
     return false;
   }
+  if (o.permits) {
+    const auto n = count_arg(*o.permits, "exec: --permits");
+    if (!n) return false;
+    a.permits = *n;
+  }
   std::string error;
   if (int(o.fair) + int(o.shared) + int(o.rw) > 1) {
     error = "--fair, --shared and --rw choose the kind of lock: give one of them at most";
+  } else if (a.permits > 0 && (o.fair || o.shared || o.rw)) {
+    error = "--permits takes a permit of a semaphore, not a lock: leave out --fair, --shared, --rw";
   } else if (o.name.empty()) {
     error = "the lock name must not be empty";
   } else if (a.lease_time && a.lease_time->count() == 0) {
@@ -107,6 +116,18 @@ bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args&
            : o.rw     ? lock_kind::write
                       : lock_kind::mutex;
   return error.empty();
+}
+
+std::optional<std::int64_t> count_arg(const std::string& text, const char* what, std::int64_t max) {
+  std::int64_t n = 0;
+  const auto* end = text.data() + text.size();
+  const auto [at, err] = std::from_chars(text.data(), end, n);
+  if (text.empty() || err != std::errc{} || at != end || n < 1 || n > max) {
+    complain(what,
+             "'" + text + "' is not a count: give a whole number from 1 to " + std::to_string(max));
+    return std::nullopt;
+  }
+  return n;
 }
 
 std::string kind_text(lock_kind kind) {
@@ -156,6 +177,50 @@ std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto ch = static_cast<unsigned char>(c);
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (ch < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(ch));
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string iso_time(std::int64_t unix_ms) {
+  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(unix_ms % 1000));
+  return out;
 }
 
 std::string join(const std::vector<std::string>& v) {

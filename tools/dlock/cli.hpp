@@ -72,7 +72,8 @@ class chosen_lock {
 struct exec_options {
   std::optional<std::string> wait, lease;
   std::optional<std::string> kill_after;          // default: a third of the lease, at most 10s
-  bool fair = false, shared = false, rw = false;  // at most one
+  std::optional<std::string> permits;             // --permits N: a leased semaphore of N
+  bool fair = false, shared = false, rw = false;  // at most one, and not with --permits
   std::string name;
   std::vector<std::string> command;
 };
@@ -84,9 +85,29 @@ struct exec_args {
   std::optional<std::chrono::milliseconds> wait, lease_time;
   std::chrono::milliseconds lease{};  // --lease, else the config's watchdog lease
   exec_timing timing{};               // --kill-after (or its default) and the margin
+  std::int64_t permits = 0;           // --permits N; 0: a lock
 };
 // Reads `o` against `cfg` into `a`; on bad usage says why on stderr and returns false.
 bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args& a);
+
+// A count given on the command line (--permits N, latch set N): a whole number from 1 to `max`;
+// nullopt (and why on stderr, for `what`) otherwise.
+std::optional<std::int64_t> count_arg(const std::string& text, const char* what,
+                                      std::int64_t max = 1'000'000'000);
+
+// dlock latch NAME set N | count-down [N] | wait [--timeout DUR] | count (latch.cpp).
+struct latch_options {
+  std::vector<std::string> words;  // NAME, the operation, its argument
+  std::optional<std::string> timeout;
+};
+int run_latch(const global_options& g, const latch_options& o);
+
+// For status: `s` as a JSON string literal; `unix_ms` as ISO-8601 UTC with milliseconds.
+std::string json_string(const std::string& s);
+std::string iso_time(std::int64_t unix_ms);
+// status of a leased semaphore or a bare counter (status_counters.cpp).
+void print_counter_text(const std::string& name, const dlock::lock_status& s);
+void print_counter_json(const std::string& name, const dlock::lock_status& s);
 
 int run_status(const global_options& g, const std::string& name, bool json);
 int run_unlock(const global_options& g, const std::string& name, bool force);

@@ -30,10 +30,10 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "exec_hold.hpp"
 #include "exec_process.hpp"
 
 namespace dlock_cli {
-namespace {
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
@@ -47,6 +47,8 @@ sigset_t handled_signals() {
   }
   return s;
 }
+
+namespace {
 
 bool ends(int sig) { return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT; }
 
@@ -73,7 +75,7 @@ struct acquisition {
   std::mutex mu;
   bool done = false;
   std::error_code ec;
-  dlock::lease lease;
+  held got;
 };
 
 // Refreshes the holder description (for `dlock status`) every ttl/3 on a thread of its own: a
@@ -117,73 +119,51 @@ std::string wrong_kind(const std::string& name, lock_kind asked) {
   return "held as a read-write lock: use --shared or --rw" + see;
 }
 
-// Waits for the lock (or a signal that ends the wait). A lease, or the exit code to return.
-std::variant<dlock::lease, int> acquire(const global_options& g, const exec_options& o,
-                                        const exec_args& a, dlock::client& client,
-                                        dlock::detail::lock_base& m, const sigset_t& signals) {
-  const pid_t self = getpid();
-  acquisition got;
-  auto on_acquired = [&got, self](std::error_code ec, dlock::lease l) {
-    {
-      std::lock_guard lock{got.mu};
-      got.done = true;
-      got.ec = ec;
-      got.lease = std::move(l);
+// Starts the acquisition of the lock `m` as `a` says.
+start_fn start_lock(const exec_args& a, dlock::detail::lock_base& m) {
+  return [&a, &m](acquired_fn done) {
+    auto on_acquired = [done = std::move(done)](std::error_code ec, dlock::lease l) {
+      done(ec, held{std::move(l)});
+    };
+    if (a.wait && a.lease_time) {
+      m.async_lock_for(*a.wait, *a.lease_time, on_acquired);
+    } else if (a.wait) {
+      m.async_lock_for(*a.wait, on_acquired);
+    } else if (a.lease_time) {
+      m.async_lock(*a.lease_time, on_acquired);
+    } else {
+      m.async_lock(on_acquired);
     }
-    kill(self, SIGUSR2);
   };
-  const auto wait_started = steady::now();
-  if (a.wait && a.lease_time) {
-    m.async_lock_for(*a.wait, *a.lease_time, on_acquired);
-  } else if (a.wait) {
-    m.async_lock_for(*a.wait, on_acquired);
-  } else if (a.lease_time) {
-    m.async_lock(*a.lease_time, on_acquired);
-  } else {
-    m.async_lock(on_acquired);
-  }
-  verbose(g, "waiting for " + o.name +
-                 (a.kind == lock_kind::mutex ? "" : " (" + kind_text(a.kind) + ")"));
+}
 
+// Waits for the acquisition's completion (SIGUSR2), or a signal that ends the wait: nullopt,
+// or the exit code.
+std::optional<int> wait_acquired(dlock::client& client, acquisition& got, const sigset_t& signals) {
   for (;;) {
     const int sig = wait_signal(signals, 1h);
     if (sig == SIGUSR2) {
       std::lock_guard lock{got.mu};
-      if (got.done) break;
+      if (got.done) return std::nullopt;
     } else if (sig == SIGTSTP) {
       kill(getpid(), SIGSTOP);  // nothing runs under the lock yet
     } else if (ends(sig)) {
       client.shutdown();  // abandons the wait; a lease acquired meanwhile is released first
       std::lock_guard lock{got.mu};
-      if (got.lease.owns()) got.lease.unlock(got.ec);
+      if (got.got.owns()) got.got.release(got.ec);
       return 128 + sig;
     }
   }
-  if (got.ec == dlock::errc::timeout) {
-    verbose(g, o.name + " not acquired within the wait");
-    return exit_tempfail;
-  }
-  if (got.ec) {
-    if (got.ec == dlock::errc::wrong_kind) {
-      complain("exec: " + o.name, wrong_kind(o.name, a.kind));
-    } else {
-      complain("exec: " + o.name, got.ec);
-    }
-    return exit_code_for(got.ec);
-  }
-  const auto waited = std::chrono::duration_cast<milliseconds>(steady::now() - wait_started);
-  verbose(g, "acquired " + o.name + " with fencing token " +
-                 std::to_string(got.lease.fencing_token()) + " after " + ms_text(waited));
-  return std::move(got.lease);
 }
 
 // The one line on stderr saying why the command is being stopped.
 void say_why_stopping(const exec_options& o, const exec_args& a, const kill_schedule& plan,
                       steady::time_point now) {
   const auto left = std::max(0ms, std::chrono::floor<milliseconds>(plan.deadline() - now));
-  std::string why =
-      "lease lost while the command ran (the lock was taken away or could not be "
-      "renewed in time)";
+  std::string why = a.permits > 0 ? "lease lost while the command ran (the permit was reclaimed or "
+                                    "could not be renewed in time)"
+                                  : "lease lost while the command ran (the lock was taken away or "
+                                    "could not be renewed in time)";
   if (plan.why() == kill_schedule::reason::expiring && a.lease_time) {
     why = "the --lease of " + ms_text(a.lease) + " (a limit on the run time) ends in " +
           ms_text(left);
@@ -199,8 +179,8 @@ void say_why_stopping(const exec_options& o, const exec_args& a, const kill_sche
 
 // Runs the command's life: forwards signals, stops along with it on a terminal stop, and stops
 // it as `plan` says. Its exit code.
-int supervise(const exec_options& o, const exec_args& a, const dlock::lease& lease, pid_t child,
-              int tty, kill_schedule& plan, const sigset_t& signals) {
+int supervise(const exec_options& o, const exec_args& a, const held& lease, pid_t child, int tty,
+              kill_schedule& plan, const sigset_t& signals) {
   bool continued = false;  // dlock stopped with the command: continue it, unless killed
   for (;;) {
     const auto now = steady::now();
@@ -248,7 +228,7 @@ int not_trusted(const exec_options& o, const exec_args& a) {
 
 // Waits, if need be, for the lease to be trusted long enough to start the command (a renewal
 // may confirm it meanwhile), up to the end of its trust: 0, or the exit code.
-int wait_for_trust(const exec_options& o, const exec_args& a, const dlock::lease& lease,
+int wait_for_trust(const exec_options& o, const exec_args& a, const held& lease,
                    const sigset_t& signals) {
   for (;;) {
     const auto left = lease.time_left();
@@ -263,12 +243,12 @@ int wait_for_trust(const exec_options& o, const exec_args& a, const dlock::lease
 // Gives the lock back without keeping the caller waiting on a Redis that may not answer (that
 // is often why the lease is in doubt): cleans up if it does, within a second. The release is
 // owner-checked, so it cannot touch a new holder's lock either way.
-void give_back(dlock::client& client, dlock::lease& lease, const std::string& name,
+void give_back(dlock::client& client, held& lease, const std::string& name,
                const std::string& owner) {
   std::vector<std::string> forget{"HDEL", dlock::keys::holder_info(name)};
   for (auto& f : dlock::holder_fields(owner)) forget.push_back(std::move(f));
   auto forgotten = client.async_execute(std::move(forget), asio::use_future);
-  auto released = lease.async_unlock(asio::use_future);
+  auto released = lease.release_async();
   const auto limit = steady::now() + 1s;
   forgotten.wait_until(limit);
   released.wait_until(limit);
@@ -276,8 +256,8 @@ void give_back(dlock::client& client, dlock::lease& lease, const std::string& na
 
 // Describes this holder for `dlock status` (best effort: nothing else reads it).
 dlock::holder describe_self(dlock::client& client, const exec_options& o, const exec_args& a,
-                            const dlock::lease& lease) {
-  dlock::holder me{lease.owner(), 1, host_name(), getpid(), join(o.command)};
+                            const held& lease) {
+  dlock::holder me{lease.holder_id(), 1, host_name(), getpid(), join(o.command)};
   const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
   me.acquired_unix_ms = std::chrono::floor<milliseconds>(since_epoch).count();
   std::error_code ec;
@@ -285,10 +265,57 @@ dlock::holder describe_self(dlock::client& client, const exec_options& o, const 
   return me;
 }
 
-// With the lock held: runs the command on it if the lease is trusted long enough, and releases
-// it. The exit code.
-int run_locked(const exec_options& o, const exec_args& a, dlock::client& client,
-               dlock::lease& lease, const sigset_t& signals) {
+// The command's environment: the name, and the fencing token or the permit id.
+std::vector<std::string> command_env(const exec_options& o, const held& lease) {
+  std::vector<std::string> env{"DLOCK_NAME=" + o.name};
+  if (lease.is_permit()) {
+    env.push_back("DLOCK_PERMIT_ID=" + lease.holder_id());
+  } else {
+    env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(lease.fencing_token()));
+  }
+  return env;
+}
+
+}  // namespace
+
+std::optional<int> acquire_held(const global_options& g, const exec_options& o,
+                                dlock::client& client, const start_fn& start,
+                                const std::function<std::string(std::error_code)>& why,
+                                const sigset_t& signals, held& out) {
+  const pid_t self = getpid();
+  acquisition got;
+  const auto wait_started = steady::now();
+  start([&got, self](std::error_code ec, held h) {
+    {
+      std::lock_guard lock{got.mu};
+      got.done = true;
+      got.ec = ec;
+      got.got = std::move(h);
+    }
+    kill(self, SIGUSR2);
+  });
+  if (const auto code = wait_acquired(client, got, signals)) return code;
+  if (got.ec == dlock::errc::timeout) {
+    verbose(g, o.name + " not acquired within the wait");
+    return exit_tempfail;
+  }
+  if (got.ec) {
+    const auto text = why(got.ec);
+    complain("exec: " + o.name, text.empty() ? got.ec.message() : text);
+    return exit_code_for(got.ec);
+  }
+  const auto waited = std::chrono::duration_cast<milliseconds>(steady::now() - wait_started);
+  verbose(g, "acquired " +
+                 (got.got.is_permit()
+                      ? "a permit of " + o.name + " (id " + got.got.holder_id() + ")"
+                      : o.name + " with fencing token " + std::to_string(got.got.fencing_token())) +
+                 " after " + ms_text(waited));
+  out = std::move(got.got);
+  return std::nullopt;
+}
+
+int run_held(const exec_options& o, const exec_args& a, dlock::client& client, held& lease,
+             const sigset_t& signals) {
   const auto me = describe_self(client, o, a, lease);
   // The lease must still be trusted, with room for a stop, when the command starts: acquiring
   // and describing took time, and the lease may have been lost meanwhile.
@@ -299,7 +326,7 @@ int run_locked(const exec_options& o, const exec_args& a, dlock::client& client,
   milliseconds left{};
   steady::time_point checked_at;
   const int tty = open_terminal();  // closed on exec; left to the exit
-  const auto child = start_command(o, lease.fencing_token(), tty, [&] {
+  const auto child = start_command(o, command_env(o, lease), tty, [&] {
     checked_at = steady::now();
     left = lease.time_left();
     return may_start(left, lease.lost().stop_requested(), a.timing);
@@ -324,16 +351,15 @@ int run_locked(const exec_options& o, const exec_args& a, dlock::client& client,
   }
   std::error_code ec;
   dlock::forget_holder(client, o.name, me.owner, ec);
-  lease.unlock(ec);
+  lease.release(ec);
   if (ec == dlock::errc::lease_lost) {
-    complain("exec: " + o.name, "lease lost before the lock was released");
+    complain("exec: " + o.name, std::string{"lease lost before the "} +
+                                    (lease.is_permit() ? "permit" : "lock") + " was released");
     return exit_software;
   }
   if (ec) complain("exec: unlock " + o.name, ec);  // the lock expires with its lease
   return code;
 }
-
-}  // namespace
 
 int run_exec(const global_options& g, const exec_options& o) {
   const dlock::config cfg = make_config(g);
@@ -343,12 +369,19 @@ int run_exec(const global_options& g, const exec_options& o) {
   sigprocmask(SIG_BLOCK, &signals, nullptr);  // before the client's threads exist: they inherit it
 
   dlock::client client{cfg};
+  if (a.permits > 0) return run_exec_permits(g, o, a, client, signals);
   chosen_lock lock{client, o.name, a.kind};
-  auto got = acquire(g, o, a, client, lock.get(), signals);
-  if (auto* code = std::get_if<int>(&got)) return *code;
-  dlock::lease lease = std::move(std::get<dlock::lease>(got));
+  verbose(g, "waiting for " + o.name +
+                 (a.kind == lock_kind::mutex ? "" : " (" + kind_text(a.kind) + ")"));
+  auto why = [&o, &a](std::error_code ec) {
+    return ec == dlock::errc::wrong_kind ? wrong_kind(o.name, a.kind) : std::string{};
+  };
+  held lease;
+  if (auto code = acquire_held(g, o, client, start_lock(a, lock.get()), why, signals, lease)) {
+    return *code;
+  }
   lease.on_lost([self = getpid()] { kill(self, SIGUSR1); });
-  return run_locked(o, a, client, lease, signals);
+  return run_held(o, a, client, lease, signals);
 }
 
 }  // namespace dlock_cli

@@ -91,7 +91,8 @@ struct started {
 };
 
 // Starts the command with the default signal mask, in a process group of its own (given `tty`
-// if dlock has it), with the lock's details in its environment; `go` is asked right before the
+// if dlock has it), with the lock's details (`dlock_env`: DLOCK_NAME, DLOCK_FENCING_TOKEN or
+// DLOCK_PERMIT_ID, replacing any inherited) in its environment; `go` is asked right before the
 // fork, whether to.
 // This process has the client's threads: a forked child may only call async-signal-safe
 // functions until it execs. One that allocates (setenv, std::to_string, building argv, as this
@@ -100,16 +101,18 @@ struct started {
 // the child needs is built here, before the fork; the child sets its process group, terminal
 // and signal mask, calls execvpe (PATH search and the shell fallback for a script without #!,
 // as execvp; glibc's builds its paths on the stack) and reports a failure through the pipe.
-inline started start_command(const exec_options& o, std::uint64_t token, int tty,
-                             const std::function<bool()>& go) {
+inline started start_command(const exec_options& o, const std::vector<std::string>& dlock_env,
+                             int tty, const std::function<bool()>& go) {
   std::vector<std::string> env_text;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry{*e};
-    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=")) continue;
+    if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=") ||
+        entry.starts_with("DLOCK_PERMIT_ID=")) {
+      continue;
+    }
     env_text.emplace_back(entry);
   }
-  env_text.push_back("DLOCK_NAME=" + o.name);
-  env_text.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(token));
+  env_text.insert(env_text.end(), dlock_env.begin(), dlock_env.end());
   auto envp = null_terminated(env_text);
   auto argv = null_terminated(o.command);
   sigset_t none;

@@ -14,6 +14,10 @@ Examples:
   dlock exec --fair deploy -- ./deploy.sh              # waiters served in arrival order
   dlock exec --shared catalog -- ./read-catalog.sh     # many readers at once...
   dlock exec --rw catalog -- ./rebuild-catalog.sh      # ...or one writer
+  dlock exec --permits 3 reports -- ./report.sh        # at most 3 at once across the fleet
+  dlock latch shards-loaded set 5                      # the coordinator, once
+  dlock latch shards-loaded count-down                 # each of the 5 loaders, when done
+  dlock latch shards-loaded wait --timeout 1h && ./start-batch.sh
   dlock status nightly-report --json
   dlock unlock --force nightly-report
   DLOCK_URL=rediss://redis.internal:6380 dlock --ca /etc/ssl/ca.pem ping
@@ -23,20 +27,15 @@ Examples:
 Exit codes: exec: the command's (128+N if killed by signal N); 75 not acquired within --wait;
 70 the lease was lost or about to end while the command ran (it was stopped), or had too little
 time left to start it; 69 Redis unreachable, auth or TLS failure;
-64 bad usage or input (also: NAME is a key of another type, or a lock of another kind);
-127 command not found. status and unlock --force: 0 held, 1 free.
+64 bad usage or input (also: NAME is a key of another type, or a lock of another kind, or
+--permits N does not match the semaphore's total); 127 command not found.
+status and unlock --force: 0 held (a semaphore: permits in use), 1 free.
+latch: 0; set: 1 if the latch already had a count; wait --timeout: 75 if still closed.
 ping: 0, or 69 if Redis (on a cluster, any node) cannot be reached.
 )";
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace dlock_cli;
-  CLI::App app{"dlock: distributed locks on Redis (Redisson-compatible)", "dlock"};
-  app.footer(examples);
-  app.require_subcommand(1);
-  app.fallthrough();  // global options may also follow the subcommand: `dlock exec -v ...`
-  global_options g;
+// The global options, into `g`.
+void add_global_options(CLI::App& app, dlock_cli::global_options& g) {
   app.add_option("--url", g.url,
                  "Redis URI: redis[s]://host:port, redis[s]+cluster://host:port,host:port for "
                  "a Redis Cluster, or redis[s]+sentinel://host:port,host:port/master-name for "
@@ -49,8 +48,10 @@ int main(int argc, char** argv) {
   app.add_option("--sni", g.sni, "TLS: host name the server certificate must carry");
   app.add_option("--timeout", g.timeout, "timeout of each Redis call, e.g. 500ms (default 3s)");
   app.add_flag("-v,--verbose", g.verbose, "diagnostics on stderr");
+}
 
-  exec_options eo;
+// exec and its options, into `eo`.
+CLI::App* add_exec(CLI::App& app, dlock_cli::exec_options& eo) {
   auto* exec = app.add_subcommand("exec", "run a command while holding a lock");
   exec->add_option("--wait", eo.wait,
                    "give up after waiting this long (0: one try; default: forever)");
@@ -68,18 +69,52 @@ int main(int argc, char** argv) {
   exec->add_flag("--rw", eo.rw,
                  "the write hold of a read-write lock: excludes every other hold; waiting, it "
                  "holds back new --shared execs");
-  exec->add_option("name", eo.name, "lock name")->required();
+  exec->add_option("--permits", eo.permits,
+                   "hold one permit of a leased semaphore of N permits instead of a lock: at "
+                   "most N commands at once (sets N if the semaphore has none, else must match "
+                   "its total)")
+      ->type_name("N");
+  exec->add_option("name", eo.name, "lock name (with --permits: semaphore name)")->required();
   exec->add_option("command", eo.command, "command and its arguments (after --)")->required();
+  return exec;
+}
+
+// latch and its words and --timeout, into `lo`.
+CLI::App* add_latch(CLI::App& app, dlock_cli::latch_options& lo) {
+  auto* latch = app.add_subcommand(
+      "latch", "a count-down latch: NAME set N | count-down [N] | wait [--timeout DUR] | count");
+  latch->add_option("words", lo.words, "NAME, then set N, count-down [N], wait or count");
+  latch->add_option("--timeout", lo.timeout,
+                    "wait: give up after this long (exit 75); default: wait as long as it takes");
+  return latch;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dlock_cli;
+  CLI::App app{"dlock: distributed locks on Redis (Redisson-compatible)", "dlock"};
+  app.footer(examples);
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand: `dlock exec -v ...`
+  global_options g;
+  add_global_options(app, g);
+  exec_options eo;
+  auto* exec = add_exec(app, eo);
 
   std::string name;
   bool json = false, force = false;
   auto* status = app.add_subcommand(
-      "status", "show a lock of any kind: holders, queues, lease, fencing counter");
+      "status",
+      "show a lock of any kind (holders, queues, lease, fencing counter), a semaphore (permits "
+      "in use and their holders) or a latch's count");
   status->add_option("name", name, "lock name")->required();
   status->add_flag("--json", json, "machine-readable output (see docs/cli.md)");
   auto* unlock = app.add_subcommand("unlock", "release a lock whoever holds it (--force)");
   unlock->add_flag("--force", force, "required: delete the lock and wake its waiters");
   unlock->add_option("name", name, "lock name")->required();
+  latch_options lo;
+  auto* latch = add_latch(app, lo);
   auto* ping = app.add_subcommand("ping",
                                   "check the connection (on a cluster, to every node); warn about "
                                   "lock-evicting policies");
@@ -95,6 +130,7 @@ int main(int argc, char** argv) {
     if (status->parsed()) return run_status(g, name, json);
     if (unlock->parsed()) return run_unlock(g, name, force);
     if (ping->parsed()) return run_ping(g);
+    if (latch->parsed()) return run_latch(g, lo);
   } catch (const dlock::lock_error& e) {
     std::fprintf(stderr, "dlock: %s\n", e.what());
     return exit_code_for(e.code());

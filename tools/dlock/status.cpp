@@ -1,7 +1,6 @@
 // dlock status / unlock --force.
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <string>
 #include <vector>
 
@@ -9,50 +8,6 @@
 
 namespace dlock_cli {
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    const auto ch = static_cast<unsigned char>(c);
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (ch < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(ch));
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string iso_time(std::int64_t unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(unix_ms % 1000));
-  return out;
-}
 
 void print_json_waiting(const char* key, const std::vector<dlock::waiting_owner>& v) {
   std::printf(", \"%s\": [", key);
@@ -175,7 +130,13 @@ int run_status(const global_options& g, const std::string& name, bool json) {
     complain("status: " + name, ec);
     return exit_code_for(ec);
   }
-  json ? print_json(name, s) : print_text(name, s);
+  const bool counter =
+      s.layout == dlock::lock_layout::semaphore || s.layout == dlock::lock_layout::counter;
+  if (counter) {
+    json ? print_counter_json(name, s) : print_counter_text(name, s);
+  } else {
+    json ? print_json(name, s) : print_text(name, s);
+  }
   return s.held ? exit_held : exit_free;
 }
 
@@ -191,6 +152,15 @@ int run_unlock(const global_options& g, const std::string& name, bool force) {
   if (ec && ec != dlock::errc::wrong_type) {
     complain("unlock: " + name, ec);
     return exit_code_for(ec);
+  }
+  // A semaphore's counter or a latch is not a lock: deleting it would lose its count.
+  if (!ec &&
+      (s.layout == dlock::lock_layout::semaphore || s.layout == dlock::lock_layout::counter)) {
+    complain("unlock: " + name,
+             "a semaphore or latch, not a lock: unlock --force releases locks only (`dlock "
+             "status " +
+                 name + "` shows it)");
+    return exit_usage;
   }
   // Between the two calls the lock may change hands, even kinds: the message then goes to the
   // wrong channel, and its waiters find the lock free at their next re-check.

@@ -14,6 +14,10 @@
 --          first ARGV[4] owners in order,
 --          ZCARD of the waiting writers, {owner, ms until its deadline, ...} for the ARGV[4] with
 --          the earliest deadlines}
+-- ARGV[5] (optional) a leased semaphore's permits (keys::permit_timeouts, read as ARGV[1..3]
+-- are). With it the reply goes on: {the counter (GET KEYS[1]) when KEYS[1] is a string, else
+-- false; ZCARD of ARGV[5]; {permit id, ms until its deadline or false (never: a Redisson
+-- permit leased without a lease time), ...} for the ARGV[4] with the earliest deadlines}.
 -- Deadlines are relative to the server's TIME (negative: passed).
 local kind = redis.call('type', KEYS[1])['ok']
 local fields = {}
@@ -66,4 +70,25 @@ out[#out + 1] = fair_length
 out[#out + 1] = fair
 out[#out + 1] = writers_count
 out[#out + 1] = writers
+if not ARGV[5] then return out end
+
+local value = false
+if kind == 'string' then value = redis.call('get', KEYS[1]) end
+local permits_count = read(0, 'zcard', ARGV[5])
+local permits = {}
+if permits_count > 0 then
+  local entries = read({}, 'zrange', ARGV[5], 0, limit - 1, 'withscores')
+  for i = 1, #entries, 2 do
+    permits[#permits + 1] = entries[i]
+    local score = tonumber(entries[i + 1])
+    if score >= 922337203685477 then
+      permits[#permits + 1] = false
+    else
+      permits[#permits + 1] = until_ms(score)
+    end
+  end
+end
+out[#out + 1] = value
+out[#out + 1] = permits_count
+out[#out + 1] = permits
 return out
