@@ -88,7 +88,8 @@ class walker {
                             .end = e.t,
                             .lock = e.lock,
                             .left_ms = e.left_ms,
-                            .mode = e.mode});
+                            .mode = e.mode,
+                            .limit = e.limit});
     last_event_.push_back(e.t);
     st.open = r().sections.size() - 1;
     st.last_section_lost = false;
@@ -229,6 +230,7 @@ report check(const std::vector<event>& events, const check_options& options) {
   auto f = detail::walk(events);
   detail::judge_sections(f);
   detail::judge_fencing_order(f);
+  detail::judge_permits(f);
   detail::judge_fifo(f, options);
   return std::move(f.r);
 }

@@ -11,6 +11,7 @@
 //     stale_accesses           an access after a newer holder of the lock entered
 //     accesses_after_lost      an access after the holder's own `lost`
 //     accesses_outside         an access with no section open
+//     permit_violations        more than N permits of a semaphore held at once, unexcused
 //     final_fenced_consistent  the fenced counter's end value against its increments
 //   arrival order, in clean() only when check_options::fifo asks for it
 //     fifo_violations          a waiter entered before one that was waiting longer
@@ -58,6 +59,15 @@
 // reader's access is stale only after a conflicting enter) and token order (a read enter is not
 // compared with earlier read enters: concurrent readers record their enters in any order).
 //
+// Semaphores. A section whose `enter` recorded "mode":"permit" holds a permit of a semaphore of
+// "lim" N permits (dlock::leased_semaphore): up to N such sections of one lock may overlap (the
+// pairs are counted in shared_overlaps); a permit carries no fencing token (token 0: not judged
+// for token order, and only a non-permit enter makes its accesses stale). More than N at once is
+// a permit violation unless enough of the open sections were stalled past their lease — their
+// claim (enter + left) ran out before the newest entered — and reported it (`lost`): then the
+// excess is counted in permit_excess_excused. checker_permits.cpp says what a resource shared by
+// permit holders should check instead of a fencing token.
+//
 // FIFO. A wait runs from `acquire` to the owner's next `enter` (waits ending in a timeout or an
 // error, or never ending, are not judged). When two owners waited on one lock at once, the one
 // whose acquire came first — by more than fifo_margin_ns — must enter first.
@@ -83,11 +93,14 @@ struct section {
   std::size_t accesses = 0;
   std::string lock;           // "" in single-lock histories
   std::int64_t left_ms = -1;  // the trust claimed at enter, -1 for none
-  std::string mode;           // "read", "write", or "" (exclusive)
+  std::string mode;           // "read", "write", "permit", or "" (exclusive)
+  std::int64_t limit = 0;     // a permit's semaphore: its permits N (0 when not recorded)
 };
 
-// Whether two holds of one lock may not be held at once: all but two read holds.
+// Whether two holds of one lock may not be held at once: all but two read holds, and two
+// permits (those are judged together: at most N at once, judge_permits).
 inline bool conflicting(const section& a, const section& b) {
+  if (a.mode == "permit" && b.mode == "permit") return false;
   return a.mode != "read" || b.mode != "read";
 }
 
@@ -106,7 +119,8 @@ struct check_options {
 struct report {
   std::vector<section> sections;            // by enter time
   std::vector<overlap> overlaps;            // conflicting sections at once
-  std::size_t shared_overlaps = 0;          // pairs of read sections at once (allowed)
+  std::size_t shared_overlaps = 0;          // pairs of read sections, or of permit sections,
+                                            // at once (allowed)
   std::size_t trust_violations = 0;         // enters inside another owner's trusted window
   std::size_t token_regressions = 0;        // an enter whose token is not above every earlier one
   std::size_t fenced_lost_updates = 0;      // accepted fenced writes that replaced a value other
@@ -116,6 +130,11 @@ struct report {
   std::size_t stale_accesses = 0;           // accesses after a newer holder entered
   std::size_t accesses_after_lost = 0;      // accesses after the holder's own `lost`
   std::size_t accesses_outside = 0;         // accesses with no section open
+  std::size_t permit_violations = 0;  // enters that made more than N permits held at once, with
+                                      // too few of the holders stalled past their lease and lost
+  std::size_t permit_excess_excused = 0;  // enters that made more than N, excused by holders
+                                          // stalled past their lease that reported it
+  std::size_t max_permit_holders = 0;     // the most permit sections of one lock at once
   std::size_t fenced_writes_accepted = 0;
   std::size_t fenced_writes_unknown = 0;  // outcome unknown, or never completed: maybe applied
   std::size_t fenced_rejections = 0;      // fenced reads and writes refused by the fence
@@ -145,7 +164,8 @@ struct report {
     return overlaps.empty() && trust_violations == 0 && token_regressions == 0 &&
            fenced_lost_updates == 0 && unfenced_lost_updates == 0 && fenced_order_violations == 0 &&
            stale_accesses == 0 && accesses_after_lost == 0 && accesses_outside == 0 &&
-           final_fenced_consistent() && (!fifo_checked || fifo_violations == 0);
+           permit_violations == 0 && final_fenced_consistent() &&
+           (!fifo_checked || fifo_violations == 0);
   }
 };
 

@@ -52,6 +52,7 @@ facts walk(const std::vector<event>& events);
 // The verdicts on several events.
 void judge_sections(facts& f);  // overlaps, hand-off gaps, trust, token order, stale accesses
 void judge_fencing_order(facts& f);
+void judge_permits(facts& f);  // checker_permits.cpp: at most N permits at once
 void judge_fifo(facts& f, const check_options& options);
 
 }  // namespace dlock::faults::detail

@@ -59,6 +59,9 @@ void counts_json(std::ostringstream& o, const report& r) {
     << ",\"stale_accesses\":" << r.stale_accesses
     << ",\"accesses_after_lost\":" << r.accesses_after_lost
     << ",\"accesses_outside\":" << r.accesses_outside
+    << ",\"permit_violations\":" << r.permit_violations
+    << ",\"permit_excess_excused\":" << r.permit_excess_excused
+    << ",\"max_permit_holders\":" << r.max_permit_holders
     << ",\"fenced_writes_accepted\":" << r.fenced_writes_accepted
     << ",\"fenced_writes_unknown\":" << r.fenced_writes_unknown
     << ",\"fenced_rejections\":" << r.fenced_rejections
@@ -86,6 +89,7 @@ void timeline_json(std::ostringstream& o, const report& r, std::int64_t origin) 
       o << ",\"mode\":";
       quote(o, s.mode);
     }
+    if (s.limit != 0) o << ",\"limit\":" << s.limit;
     o << ",\"token\":" << s.token << ",\"enter_ms\":" << ms(s.enter, origin);
     if (s.left_ms >= 0) o << ",\"left_ms\":" << s.left_ms;
     o << ",\"end_ms\":" << ms(s.end, origin) << ",\"end\":\"" << ending_name(s.how)

@@ -69,6 +69,7 @@ void find_token_regressions(facts& f, const std::vector<std::size_t>& idx) {
   std::uint64_t highest = 0, highest_conflicting = 0;  // of all enters; of those but reads
   for (const auto i : idx) {
     const auto& s = f.r.sections[i];
+    if (s.mode == "permit") continue;  // permits carry no token
     const bool read = s.mode == "read";
     const auto above = read ? highest_conflicting : highest;
     if (s.token <= above) {
@@ -94,16 +95,19 @@ struct lock_enters {
 
 void find_stale_accesses(facts& f, const std::map<std::string, std::vector<std::size_t>>& locks) {
   const auto& sections = f.r.sections;
-  std::map<std::string, lock_enters> all, not_read;
+  std::map<std::string, lock_enters> all, not_read, not_permit;
   for (const auto& [lock, idx] : locks) {
     for (const auto i : idx) {
       all[lock].add(sections[i], i);
       if (sections[i].mode != "read") not_read[lock].add(sections[i], i);
+      if (sections[i].mode != "permit") not_permit[lock].add(sections[i], i);
     }
   }
   for (const auto& a : f.accesses) {
     const auto& s = sections[a.section];
-    const auto& enters = s.mode == "read" ? not_read[s.lock] : all[s.lock];
+    const auto& enters = s.mode == "read"     ? not_read[s.lock]
+                         : s.mode == "permit" ? not_permit[s.lock]
+                                              : all[s.lock];
     const auto& e = enters.t;
     // Any conflicting enter on this lock strictly between this section's enter and the access?
     const auto lo = std::upper_bound(e.begin(), e.end(), s.enter);

@@ -5,13 +5,16 @@
 //   dlock_fault_worker --lock-url URL --resource-url URL --name NAME --id ID --history FILE
 //                      [--lock dlock|broken-no-owner-check|broken-no-expiry|
 //                              broken-reuses-tokens|broken-over-reports-trust]
-//                      [--kind mutex|fair|read|write|broken-read-as-write] [--count N]
+//                      [--kind mutex|fair|read|write|broken-read-as-write|permits|
+//                              broken-permits-adds-one] [--permits N] [--count N]
 //                      [--wait MS] [--lease MS] [--hold MS] [--hold-first MS] [--jitter MS]
 //                      [--think MS] [--seed N] [--stop-before-write 1]
 //
 // --kind picks dlock's lock (worker_lock.hpp): a mutex by default, a fair_mutex, or either side
 // of a shared_mutex; a reader's sections record "mode":"read" and end after the hold (with one
-// more lease check), without writing.
+// more lease check), without writing. --kind permits takes one permit of a leased_semaphore of
+// --permits N: its sections record "mode":"permit" and "lim" N, token 0, and read without
+// writing, as a reader's.
 // A section: acquire (wait up to --wait; --lease 0 = dlock's watchdog lease) → `enter` →
 // fenced read → unfenced GET → hold (--hold-first for the first section, else --hold, plus up to
 // --jitter from a generator seeded with --seed; cut short when the lease is lost) → fenced write
@@ -75,6 +78,7 @@ struct options {
   std::string lock_url, resource_url, name, id, history;
   std::string lock = "dlock", kind = "mutex";
   long count = 1;
+  long permits = 0;
   bool stop_before_write = false;
   milliseconds wait{10000}, lease{0}, hold{100}, jitter{0}, think{0};
   std::optional<milliseconds> hold_first;
@@ -161,7 +165,11 @@ class worker {
 
   void section(std::uint64_t token, milliseconds hold) {
     auto st = std::make_shared<section_state>();
-    h_.record({.kind = "enter", .token = token, .left_ms = lock_.left_ms(), .mode = lock_.mode()});
+    h_.record({.kind = "enter",
+               .token = token,
+               .left_ms = lock_.left_ms(),
+               .mode = lock_.mode(),
+               .limit = lock_.limit()});
     say("enter " + std::to_string(token));
     lock_.on_lost([this, st, token] { record_lost(st, token, "callback"); });
     access_all(st, token, hold);
@@ -252,7 +260,8 @@ class worker {
        "usage: dlock_fault_worker --lock-url URL --resource-url URL --name NAME --id ID "
        "--history FILE [--lock dlock|broken-no-owner-check|broken-no-expiry|"
        "broken-reuses-tokens|broken-over-reports-trust] "
-       "[--kind mutex|fair|read|write|broken-read-as-write] [--count N] "
+       "[--kind mutex|fair|read|write|broken-read-as-write|permits|broken-permits-adds-one] "
+       "[--permits N] [--count N] "
        "[--wait MS] [--lease MS] [--hold MS] [--hold-first MS] [--jitter MS] [--think MS] "
        "[--seed N] [--stop-before-write 1]");
 }
@@ -287,6 +296,8 @@ options parse(int argc, char** argv) {
       o.hold_first = milliseconds{number(value)};
     } else if (key == "--count") {
       o.count = number(value);
+    } else if (key == "--permits") {
+      o.permits = number(value);
     } else if (key == "--stop-before-write") {
       o.stop_before_write = number(value) != 0;
     } else if (key == "--seed") {
@@ -314,7 +325,7 @@ int main(int argc, char** argv) {
     dlock::client lock_client{dlock::config::from_uri(o.lock_url)};
     std::string why;
     const auto lock =
-        dlock::faults::make_held_lock(lock_client, o.name, o.lock, o.kind, o.lease, why);
+        dlock::faults::make_held_lock(lock_client, o.name, o.lock, o.kind, o.lease, o.permits, why);
     if (!lock) fail(2, why);
     worker w{o, history, *lock, res};
     const int rc = w.run();

@@ -15,6 +15,7 @@ add_library(dlock_fault_lab STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/history.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/checker.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/checker_verdicts.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_permits.cpp  # semaphores: at most N permits at once
   ${CMAKE_CURRENT_SOURCE_DIR}/checker_json.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/resource.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/broken_lock.cpp)
@@ -41,7 +42,9 @@ add_executable(dlock_fault_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/cluster_fault_test.cpp  # Redis Cluster: failover, resharding
   ${CMAKE_CURRENT_SOURCE_DIR}/checker_modes_test.cpp  # shared locks: read holds may overlap
   ${CMAKE_CURRENT_SOURCE_DIR}/kinds_fault_test.cpp  # fair_mutex, shared_mutex: a holder frozen
-  ${CMAKE_CURRENT_SOURCE_DIR}/kinds_self_check_test.cpp)  # the read/write rule on a live run
+  ${CMAKE_CURRENT_SOURCE_DIR}/kinds_self_check_test.cpp  # the read/write rule on a live run
+  ${CMAKE_CURRENT_SOURCE_DIR}/checker_permits_test.cpp  # semaphores: at most N permits at once
+  ${CMAKE_CURRENT_SOURCE_DIR}/permits_fault_test.cpp)  # leased_semaphore: a holder frozen
 target_link_libraries(dlock_fault_tests PRIVATE dlock_fault_lab dlock_internal dlock_test_support
                                                GTest::gtest_main)
 dlock_fault_lab_warnings(dlock_fault_tests)

@@ -208,6 +208,7 @@ std::string to_json(const event& e) {
   }
   append_text(out, "res", e.resource);
   append_text(out, "mode", e.mode);
+  if (e.limit != 0) append_int(out, "lim", e.limit);
   out += '}';
   return out;
 }
@@ -234,6 +235,7 @@ bool parse_event(std::string_view line, event& out) {
   if (auto it = numbers.find("unknown"); it != numbers.end()) e.unknown = it->second != 0;
   if (auto it = strings.find("res"); it != strings.end()) e.resource = it->second;
   if (auto it = strings.find("mode"); it != strings.end()) e.mode = it->second;
+  if (auto it = numbers.find("lim"); it != numbers.end()) e.limit = it->second;
   out = std::move(e);
   return true;
 }

@@ -13,7 +13,9 @@
 //   enter   acquire returned: tok (fencing token), left (ms of lease left: the holder's claim
 //           that nobody else enters before enter + left; absent when the lock makes no claim),
 //           mode (the side held of a shared lock: "read" or "write"; absent for an exclusive
-//           lock — mutex, fair_mutex — and in histories written before it)
+//           lock — mutex, fair_mutex — and in histories written before it); "permit" for a
+//           permit of a semaphore, with lim (the semaphore's permits N: at most N such sections
+//           at once) and tok 0 (permits carry no fencing token)
 //   invoke  a resource access is about to be sent: op (read, write, uread, uwrite), tok, and for
 //           a write read and val. Optional: its completion is the access event below; with no
 //           completion (the process died) the access may or may not have happened
@@ -64,7 +66,9 @@ struct event {
   std::string op;        // "op": what an invoke begins (read, write, uread, uwrite)
   bool unknown = false;  // "unknown": an access whose outcome is unknown (`ok` then means nothing)
   std::string resource;  // "res": the fenced resource accessed ("" = the one `lock` protects)
-  std::string mode;      // "mode": on an enter, "read" or "write" (a shared lock); "" exclusive
+  std::string mode;      // "mode": on an enter, "read" or "write" (a shared lock); "" exclusive;
+                         // "permit" (a semaphore's permit)
+  std::int64_t limit = 0;  // "lim": on a permit's enter, the semaphore's permits (N)
 
   bool is_access() const noexcept {
     return kind == "read" || kind == "write" || kind == "uread" || kind == "uwrite";

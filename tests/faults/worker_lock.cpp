@@ -15,6 +15,7 @@
 #include "dlock/detail/lock_base.hpp"
 #include "dlock/error.hpp"
 #include "dlock/lease.hpp"
+#include "dlock/leased_semaphore.hpp"
 
 namespace dlock::faults {
 
@@ -29,6 +30,40 @@ using std::chrono::milliseconds;
   std::_Exit(6);
 }
 
+// A dlock::lease or dlock::permit: lost once the signal fired or no time is left. time_left()
+// reads the local deadline on this thread: a holder resuming from SIGSTOP sees zero at once,
+// before the client's I/O thread has run and requested lost().
+template <class Lease>
+bool lease_gone(const Lease& l) {
+  return l.lost().stop_requested() || l.time_left().count() <= 0;
+}
+
+// Sleeps `d`, or less if `l` is lost first. Wakes at the local deadline too; the watchdog may
+// have moved it on by then.
+template <class Lease>
+void hold_lease_for(const Lease& l, milliseconds d) {
+  using clock = std::chrono::steady_clock;
+  const auto until = clock::now() + d;
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lock{mu};
+  while (!lease_gone(l) && clock::now() < until) {
+    const auto deadline = clock::now() + l.time_left() + 1ms;
+    cv.wait_until(lock, l.lost(), std::min(until, deadline), [] { return false; });
+  }
+}
+
+// Runs an async acquisition `start(done)` whose completion is void(error_code, T); exits the
+// process (acquire_hung) if it has not completed within `wait` + 30 s.
+template <class T, class Start>
+std::pair<std::error_code, T> await_acquisition(milliseconds wait, Start start) {
+  auto p = std::make_shared<std::promise<std::pair<std::error_code, T>>>();
+  auto f = p->get_future();
+  start([p](std::error_code ec, T held) { p->set_value({ec, std::move(held)}); });
+  if (f.wait_for(wait + 30s) != std::future_status::ready) acquire_hung();
+  return f.get();
+}
+
 class dlock_held final : public held_lock {
  public:
   dlock_held(dlock::client& c, const std::string& name, dlock::detail::lock_kind kind,
@@ -36,38 +71,20 @@ class dlock_held final : public held_lock {
       : lock_{c, name, kind}, lease_time_{lease}, mode_{std::move(mode)}, writes_{writes} {}
 
   std::error_code acquire(milliseconds wait, std::uint64_t& token) override {
-    auto p = std::make_shared<std::promise<std::pair<std::error_code, dlock::lease>>>();
-    auto f = p->get_future();
-    auto done = [p](std::error_code ec, dlock::lease l) { p->set_value({ec, std::move(l)}); };
-    if (lease_time_.count() > 0) {
-      lock_.async_lock_for(wait, lease_time_, std::move(done));
-    } else {
-      lock_.async_lock_for(wait, std::move(done));
-    }
-    if (f.wait_for(wait + 30s) != std::future_status::ready) acquire_hung();
-    auto [ec, l] = f.get();
+    auto [ec, l] = await_acquisition<dlock::lease>(wait, [&](auto done) {
+      if (lease_time_.count() > 0) {
+        lock_.async_lock_for(wait, lease_time_, std::move(done));
+      } else {
+        lock_.async_lock_for(wait, std::move(done));
+      }
+    });
     lease_ = std::move(l);
     token = lease_.fencing_token();
     return ec;
   }
-  // time_left() reads the local deadline on this thread: a holder resuming from SIGSTOP sees
-  // zero at once, before the client's I/O thread has run and requested lost().
-  bool lost() const override {
-    return lease_.lost().stop_requested() || lease_.time_left().count() <= 0;
-  }
+  bool lost() const override { return lease_gone(lease_); }
   std::int64_t left_ms() const override { return lease_.time_left().count(); }
-  void hold_for(milliseconds d) override {
-    using clock = std::chrono::steady_clock;
-    const auto until = clock::now() + d;
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock{mu};
-    // Wakes at the local deadline too; the watchdog may have moved it on by then.
-    while (!lost() && clock::now() < until) {
-      const auto deadline = clock::now() + lease_.time_left() + 1ms;
-      cv.wait_until(lock, lease_.lost(), std::min(until, deadline), [] { return false; });
-    }
-  }
+  void hold_for(milliseconds d) override { hold_lease_for(lease_, d); }
   void on_lost(std::function<void()> fn) override { lease_.on_lost(std::move(fn)); }
   std::error_code release() override {
     std::error_code ec;
@@ -84,6 +101,60 @@ class dlock_held final : public held_lock {
   std::string mode_;
   bool writes_;
   dlock::lease lease_;
+};
+
+// One permit of a leased_semaphore of `permits` (set by the first acquisition if the semaphore
+// has no counter yet). Its sections record "mode":"permit" and the limit, token 0, and only read
+// the resource: N holders share it, so its counters' read-modify-write is not theirs to make.
+// With `adds_one` (--kind broken-permits-adds-one, for the checker's self-check) it behaves as if
+// N were N + 1: it adds a permit before each acquisition and takes it away after the release.
+class permit_held final : public held_lock {
+ public:
+  permit_held(dlock::client& c, const std::string& name, milliseconds lease, std::int64_t permits,
+              bool adds_one)
+      : sem_{c, name}, lease_time_{lease}, permits_{permits}, adds_one_{adds_one} {}
+
+  std::error_code acquire(milliseconds wait, std::uint64_t& token) override {
+    token = 0;  // permits carry no fencing token
+    std::error_code ec;
+    if (!initialised_) sem_.try_set_permits(permits_, ec);
+    if (ec) return ec;
+    initialised_ = true;
+    if (adds_one_) sem_.add_permits(1, ec);
+    if (ec) return ec;
+    auto [got, p] = await_acquisition<dlock::permit>(wait, [&](auto done) {
+      if (lease_time_.count() > 0) {
+        sem_.async_acquire_for(wait, 1, lease_time_, std::move(done));
+      } else {
+        sem_.async_acquire_for(wait, 1, std::move(done));
+      }
+    });
+    permit_ = std::move(p);
+    if (got && adds_one_) sem_.add_permits(-1, ec);
+    return got;
+  }
+  bool lost() const override { return lease_gone(permit_); }
+  std::int64_t left_ms() const override { return permit_.time_left().count(); }
+  void hold_for(milliseconds d) override { hold_lease_for(permit_, d); }
+  void on_lost(std::function<void()> fn) override { permit_.on_lost(std::move(fn)); }
+  std::error_code release() override {
+    std::error_code ec, ignored;
+    permit_.release(ec);
+    permit_ = dlock::permit{};
+    if (adds_one_) sem_.add_permits(-1, ignored);
+    return ec;
+  }
+  std::string mode() const override { return "permit"; }
+  bool writes() const override { return false; }
+  std::int64_t limit() const override { return permits_; }
+
+ private:
+  dlock::leased_semaphore sem_;
+  milliseconds lease_time_;
+  std::int64_t permits_;
+  bool adds_one_;
+  bool initialised_ = false;
+  dlock::permit permit_;
 };
 
 class broken_held final : public held_lock {
@@ -127,8 +198,17 @@ std::optional<kind_spec> kind_named(const std::string& kind) {
 
 std::unique_ptr<held_lock> make_held_lock(dlock::client& c, const std::string& name,
                                           const std::string& lock, const std::string& kind,
-                                          std::chrono::milliseconds lease, std::string& error) {
+                                          std::chrono::milliseconds lease, std::int64_t permits,
+                                          std::string& error) {
   using namespace worker_lock_detail;
+  const bool permit_kind = kind == "permits" || kind == "broken-permits-adds-one";
+  if (lock == "dlock" && permit_kind) {
+    if (permits <= 0) {
+      error = "--kind " + kind + " needs --permits N";
+      return nullptr;
+    }
+    return std::make_unique<permit_held>(c, name, lease, permits, kind != "permits");
+  }
   if (lock == "dlock") {
     const auto k = kind_named(kind);
     if (!k) {

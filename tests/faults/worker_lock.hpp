@@ -10,7 +10,15 @@
 //                    a broken worker, for the checker's self-check: it takes the read side but
 //                    treats that as permission to write exclusively — its sections record
 //                    "mode":"write" (what it believes it holds) and write
-// Every kind is a dlock::detail::lock_base on one lock name; the broken locks are mutexes.
+//   --kind permits   one permit of a dlock::leased_semaphore of --permits N: its sections record
+//                    "mode":"permit" and the limit N, carry token 0 (permits have no fencing
+//                    token) and only read the resource (N holders share it)
+//   --kind broken-permits-adds-one
+//                    a broken worker, for the checker's self-check: as `permits`, but it behaves
+//                    as if N were N + 1 — it adds a permit to the semaphore before taking one
+//                    (and takes it away after its release), so it gets in beside N holders
+// The lock kinds are dlock::detail::lock_base on one lock name, the permit kinds a
+// dlock::leased_semaphore; the broken locks are mutexes.
 #pragma once
 
 #include <chrono>
@@ -42,13 +50,17 @@ class held_lock {
   // writes the resource (readers do not).
   virtual std::string mode() const { return {}; }
   virtual bool writes() const { return true; }
+  // A semaphore's permits N (the history's "lim"); 0 for a lock.
+  virtual std::int64_t limit() const { return 0; }
 };
 
 // The lock `lock` (dlock_fault_worker's --lock: "dlock" or a broken lock's name) of kind `kind`
-// (--kind) on `name`, with `lease` (0: dlock's watchdog lease; a broken lock needs one). Null,
-// with `error` set, for a name, kind or lease that does not go together.
+// (--kind) on `name`, with `lease` (0: dlock's watchdog lease; a broken lock needs one) and, for
+// the permit kinds, `permits` (--permits). Null, with `error` set, for a name, kind, lease or
+// permits that do not go together.
 std::unique_ptr<held_lock> make_held_lock(dlock::client& c, const std::string& name,
                                           const std::string& lock, const std::string& kind,
-                                          std::chrono::milliseconds lease, std::string& error);
+                                          std::chrono::milliseconds lease, std::int64_t permits,
+                                          std::string& error);
 
 }  // namespace dlock::faults
