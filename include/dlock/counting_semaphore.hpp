@@ -15,7 +15,9 @@
 // config::wait_recheck), and an attempt is exact: a resend after a lost reply takes nothing
 // more, and an abandoned attempt (timed out or cancelled while in flight) gives back exactly
 // what it took. For that, each acquisition leaves a marker {name}:dlock_taken:<owner> for
-// undo_window, which Redisson never reads.
+// undo_window, which Redisson never reads; a give-back that cannot reach Redis within
+// undo_window (a longer outage) leaks what the attempt took, as an RSemaphore would.
+// try_set_permits takes 0 to 2^31 - 1; add_permits |n| < 2^31 (Redisson's ints).
 // Layout (Redisson's): the counter `name`; channel redisson_sc:{name}.
 // Errors as dlock::mutex's (error.hpp); errc::invalid_argument also for 0 permits or more than
 // leased_semaphore::max_permits. try_acquire* return false, not an error, when too few come.
@@ -78,7 +80,9 @@ class counting_semaphore : private detail::sync_base {
     return initiate_void({n, wait, {}}, std::forward<Token>(token));
   }
 
-  // Adds `n` permits (any process may) and wakes that many waiters.
+  // Adds `n` permits (any process may) and wakes that many waiters. Not idempotent (as
+  // Redisson's): after a connection error it may or may not have been applied; calling again
+  // may add n twice.
   void release(std::uint32_t n = 1);
   void release(std::uint32_t n, std::error_code& ec);
   std::int64_t available();

@@ -35,13 +35,15 @@ class latch : private detail::sync_base {
   latch(client& c, std::string name);
   using sync_base::name;
 
-  // Sets the count to `n` (> 0) if the latch has none: true if it did.
+  // Sets the count to `n` (1 to 2^31 - 1) if the latch has none: true if it did.
   bool try_set_count(std::int64_t n);
   bool try_set_count(std::int64_t n, std::error_code& ec);
   // The count now (0 when open or never set).
   std::int64_t count();
   std::int64_t count(std::error_code& ec);
-  // Takes `n` (> 0) from the count; opens the latch at 0 or below.
+  // Takes `n` (1 to 2^31 - 1) from the count; opens the latch at 0 or below. Not idempotent (as
+  // Redisson's countDown): after a connection error it may or may not have been applied, and
+  // calling again may count twice — read count() first where that matters.
   void count_down(std::int64_t n = 1);
   void count_down(std::int64_t n, std::error_code& ec);
   // True if the count is 0 (one round trip).

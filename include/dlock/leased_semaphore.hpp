@@ -164,10 +164,13 @@ class leased_semaphore : private detail::sync_base {
   // The permits leased now (by anyone), after reclaiming expired ones.
   std::int64_t leased();
   std::int64_t leased(std::error_code& ec);
-  // Sets the available permits to `n` if the semaphore has no counter yet: true if it did.
+  // Sets the available permits to `n` (0 to 2^31 - 1, Redisson's int) if the semaphore has no
+  // counter yet: true if it did.
   bool try_set_permits(std::int64_t n);
   bool try_set_permits(std::int64_t n, std::error_code& ec);
-  // Adds `n` (negative: takes away) to the available permits, waking waiters when positive.
+  // Adds `n` (negative: takes away; |n| < 2^31) to the available permits, waking waiters when
+  // positive. Not idempotent: after a connection error it may or may not have been applied, so
+  // read available() before adding again.
   void add_permits(std::int64_t n);
   void add_permits(std::int64_t n, std::error_code& ec);
 

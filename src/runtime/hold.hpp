@@ -51,6 +51,9 @@ struct hold_state {
   std::atomic<std::uint32_t> count{0};  // holds confirmed by Redis (reentrancy)
   std::atomic<bool> lost{false};        // the lease may be gone: never trust this hold again
   std::atomic<bool> releasing{false};   // a release is in flight (at most one at a time)
+  // Released by a destructor, which waits for nobody: if that release fails, the hold is not
+  // tracked again (nothing would ever release it), and its lease runs out on Redis.
+  std::atomic<bool> abandoned{false};
   // False when config::wait_replicas replicas did not acknowledge the first acquisition in time
   // and config::on_shortfall is accept.
   std::atomic<bool> replicated{true};

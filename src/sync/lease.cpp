@@ -87,6 +87,7 @@ void lease::release_in_background() noexcept {
   auto c = client_.lock();
   if (!c || c->stopped()) return;
   try {
+    hold_->abandoned = true;
     detail::start_release(*c, std::move(hold_), [](std::error_code, bool) {});
   } catch (...) {
     // Out of memory while posting: the lock expires with its lease.

@@ -55,7 +55,7 @@ struct release_op : std::enable_shared_from_this<release_op> {
 
   void finish(std::error_code ec, bool freed) {
     hold->releasing = false;
-    if (ec && tracked) c.watchdog().restore(hold, *tracked);
+    if (ec && tracked && !hold->abandoned) c.watchdog().restore(hold, *tracked);
     auto d = std::move(done);
     d(ec, freed);
   }

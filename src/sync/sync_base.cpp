@@ -2,6 +2,8 @@
 // each acquisition is a hold of its kind run by the locks' acquire machine (sync/acquire.cpp).
 #include "dlock/detail/sync_base.hpp"
 
+#include <unistd.h>
+
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 #include <random>
@@ -19,16 +21,26 @@
 namespace dlock::detail {
 namespace {
 
-// n permit ids of 16 random bytes each, packed (Redisson's ids are 16 random bytes too).
+// The largest count the semaphores and the latch accept: Redisson's are Java ints.
+constexpr std::int64_t max_count = 2147483647;
+
+// n permit ids of 16 random bytes each, packed (Redisson's ids are 16 random bytes too). The
+// generator is seeded again in a forked child, which would otherwise repeat its parent's ids.
 std::string new_permit_ids(std::uint32_t n) {
-  thread_local std::mt19937_64 rng{[] {
+  struct generator {
+    pid_t pid = 0;
+    std::mt19937_64 rng;
+  };
+  thread_local generator g;
+  if (g.pid != ::getpid()) {
     std::random_device rd;
     std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
-    return std::mt19937_64{seq};
-  }()};
+    g.rng.seed(seq);
+    g.pid = ::getpid();
+  }
   std::string out(std::size_t{n} * 16, '\0');
   for (std::size_t at = 0; at < out.size(); at += 8) {
-    const auto v = rng();
+    const auto v = g.rng();
     for (std::size_t i = 0; i < 8; ++i) out[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
   }
   return out;
@@ -98,6 +110,10 @@ std::int64_t sync_base::update(std::string_view op, std::int64_t n, std::error_c
   ec.clear();
   auto& c = *client_;
   if ((ec = check(c, name_, kind_, {}))) return 0;
+  if (n > max_count || n < -max_count || (op == "set" && n < 0)) {
+    ec = errc::invalid_argument;
+    return 0;
+  }
   const bool latch = kind_ == lock_kind::latch;
   const auto channel = latch ? keys::latch_channel(name_) : keys::semaphore_channel(name_);
   const auto timeouts = keys::permit_timeouts(name_);

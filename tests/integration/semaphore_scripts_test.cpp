@@ -66,6 +66,23 @@ TEST_F(semaphore_scripts, permits_are_leased_by_server_time_and_a_resend_takes_n
   EXPECT_EQ(cmd({"GET", name}), "2") << "never added twice";
 }
 
+// A resend finds the ids its first send leased: their deadline is set again from now, as the
+// client trusts them from the resend; ids of which only some are left go back and start over.
+TEST_F(semaphore_scripts, a_resend_renews_its_permits_or_starts_over_when_some_are_gone) {
+  update("set", "2");
+  EXPECT_EQ(show(acquire(a + b, "1000")), "[0, 0]");
+  EXPECT_EQ(show(acquire(a + b, "60000")), "[0, 0]");
+  const auto now_ms = std::stoll(f_.base.c.execute({"TIME"}).elements()[0].str()) * 1000;
+  EXPECT_GT(f_.score(timeouts, a), now_ms + 50'000) << "the resend's deadline";
+  EXPECT_GT(f_.score(timeouts, b), now_ms + 50'000);
+  EXPECT_EQ(cmd({"GET", name}), "0") << "nothing taken twice";
+  cmd({"ZREM", timeouts, b});  // reclaimed (by a reclaim capped short of it, say)
+  cmd({"INCRBY", name, "1"});
+  EXPECT_EQ(show(acquire(a + b)), "[0, 0]");
+  EXPECT_EQ(cmd({"GET", name}), "0") << "a went back, then both were taken";
+  EXPECT_EQ(cmd({"ZCARD", timeouts}), ":2");
+}
+
 TEST_F(semaphore_scripts, expired_permits_come_back_once_and_their_release_reports_it) {
   update("set", "1");
   EXPECT_EQ(show(acquire(a, "100")), "[0, 0]");
@@ -151,6 +168,10 @@ TEST_F(semaphore_scripts, a_latch_opens_at_zero_or_below_and_says_so_once) {
   EXPECT_EQ(number(update_latch("down", "1")), 3);
   EXPECT_GT(std::stoll(cmd({"PTTL", name}).substr(1)), 4000) << "the expiry is kept";
   EXPECT_EQ(number(update_latch("count", "0")), 3);
+  cmd({"SET", name, "abc"});
+  EXPECT_TRUE(update_latch("down", "1").ec) << "not a count: an error, never deleted";
+  EXPECT_TRUE(update_latch("count", "0").ec);
+  EXPECT_EQ(cmd({"GET", name}), "abc");
 }
 
 }  // namespace semaphore_scripts_tests

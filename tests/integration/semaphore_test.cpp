@@ -207,6 +207,10 @@ TEST(leased_semaphore, bad_input_is_a_typed_error) {
   c.execute({"SET", text.name(), "many"});
   EXPECT_FALSE(text.try_acquire(1, ec));
   EXPECT_TRUE(ec) << "not a permit count";
+  EXPECT_FALSE(s.try_set_permits(-1, ec));
+  EXPECT_EQ(ec, errc::invalid_argument);
+  s.add_permits(std::int64_t{1} << 40, ec);
+  EXPECT_EQ(ec, errc::invalid_argument) << "beyond Redisson's int";
   EXPECT_EQ(s.available(), 5) << "nothing taken by the refused calls";
 }
 

@@ -15,8 +15,11 @@ local function publish(message)
   end
 end
 local text = redis.call('get', KEYS[1])
-local count = text and tonumber(text) or 0
-if not count then return redis.error_reply('ERR latch ' .. KEYS[1] .. ' is not a count') end
+local count = 0
+if text then
+  count = tonumber(text)
+  if not count then return redis.error_reply('ERR latch ' .. KEYS[1] .. ' is not a count') end
+end
 if ARGV[1] == 'count' then return count end
 if ARGV[1] == 'set' then
   if text then return 0 end
@@ -25,11 +28,9 @@ if ARGV[1] == 'set' then
   return 1
 end
 if ARGV[1] == 'down' then
-  local left = count - tonumber(ARGV[2])
-  if left > 0 then
-    redis.call('set', KEYS[1], left, 'keepttl')
-    return left
-  end
+  if not text then return 0 end  -- open already: nothing to count or announce
+  local left = redis.call('decrby', KEYS[1], ARGV[2])  -- keeps the key's expiry
+  if left > 0 then return left end
   redis.call('del', KEYS[1])
   if count > 0 then publish('0') end
   return 0

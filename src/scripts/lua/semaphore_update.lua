@@ -30,12 +30,12 @@ if op == 'available' then return available end
 if op == 'leased' then return KEYS[2] and redis.call('zcard', KEYS[2]) or 0 end
 if op == 'set' then
   if redis.call('exists', KEYS[1]) == 1 then return 0 end
-  redis.call('set', KEYS[1], n)
-  publish_count(ARGV[3], sharded, n)
+  redis.call('set', KEYS[1], ARGV[2])
+  publish_count(ARGV[3], sharded, ARGV[2])
   return 1
 end
 if op == 'add' or op == 'release' then
-  local value = redis.call('incrby', KEYS[1], n)
+  local value = redis.call('incrby', KEYS[1], ARGV[2])
   if op == 'release' or n > 0 then publish_count(ARGV[3], sharded, value) end
   return value
 end
