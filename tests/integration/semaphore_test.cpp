@@ -17,6 +17,7 @@
 #include "dlock/leased_semaphore.hpp"
 #include "mutex_helpers.hpp"
 #include "support/redis_server.hpp"
+#include "support/tcp_proxy.hpp"
 #include "test_util.hpp"
 
 using namespace std::chrono_literals;
@@ -132,6 +133,38 @@ TEST(leased_semaphore, the_watchdog_renews_a_permit_and_reports_it_lost) {
   c.execute({"DEL", dlock::keys::permit_timeouts(s.name())});
   ASSERT_TRUE(wait_until([&] { return p.lost().stop_requested(); }, 3s));
   EXPECT_EQ(p.time_left(), 0ms);
+}
+
+// A permit dropped while Redis is out of reach: its release (sent by the destructor, which waits
+// for nobody) fails, and nothing would ever release it again. It must not go back to the
+// watchdog, which would renew it for the client's life: its lease runs out and it comes back.
+TEST(leased_semaphore, a_permit_whose_background_release_failed_is_not_renewed) {
+  redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  auto cfg = dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(proxy.port()) +
+                                     "?timeout=200ms&connect_timeout=200ms&health_check=0");
+  cfg.reconnect_min = 10ms;
+  cfg.reconnect_max = 100ms;
+  cfg.watchdog_lease = 4s;
+  dlock::client c{cfg};
+  const auto name = unique_name("sem");
+  dlock::leased_semaphore s{c, name};
+  s.try_set_permits(1);
+  {
+    auto p = s.acquire();
+    proxy.blackhole(dlock::test::direction::both);
+  }  // the release goes out into the blackhole, and fails
+  std::this_thread::sleep_for(2s);
+  proxy.pass();
+  const auto healed = clock_type::now();
+  // Leased at most 4 s before the heal: reclaimed by then, unless renewed meanwhile.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        std::error_code ec;  // the client may still be reconnecting
+        return s.available(ec) == 1;
+      },
+      8s))
+      << "still leased " << ms_since(healed) << " ms after the heal";
 }
 
 TEST(leased_semaphore, waits_are_bounded_when_the_message_is_lost) {
