@@ -149,13 +149,6 @@ T query(client_impl& c, const std::string& name, const std::vector<std::string>&
   return ec ? T{} : read(r);
 }
 
-template <class T, class F>
-T throwing(F&& f) {
-  std::error_code ec;
-  T v = f(ec);
-  throw_if(ec);
-  return v;
-}
 }  // namespace
 
 bool lock_base::is_locked(std::error_code& ec) {

@@ -12,6 +12,7 @@
 
 #include "dlock/config.hpp"
 #include "dlock/detail/completion.hpp"
+#include "dlock/error.hpp"
 #include "runtime/hold.hpp"
 #include "transport/pipeline.hpp"
 
@@ -28,6 +29,16 @@ std::error_code validate_name(const config& cfg, const std::string& name);
 inline constexpr std::chrono::milliseconds max_lease = std::chrono::hours{24 * 365};
 // Waits this long or longer mean "as long as it takes" (now + wait would overflow).
 inline constexpr std::chrono::milliseconds forever = std::chrono::hours{24 * 365 * 100};
+
+// Runs the std::error_code form `f` of a call and throws lock_error on an error (the throwing
+// forms of the synchronizers' queries).
+template <class T, class F>
+T throwing(F&& f) {
+  std::error_code ec;
+  T v = f(ec);
+  throw_if(ec);
+  return v;
+}
 
 // errc::invalid_argument for a lease that is zero, negative or longer than max_lease.
 std::error_code validate_lease(std::chrono::milliseconds lease);

@@ -3,19 +3,11 @@
 #include "dlock/counting_semaphore.hpp"
 #include "dlock/leased_semaphore.hpp"
 #include "runtime/hold.hpp"
+#include "sync/mutex_ops.hpp"
 
 namespace dlock {
-namespace {
 
-template <class T, class F>
-T throwing(F&& f) {
-  std::error_code ec;
-  T v = f(ec);
-  throw_if(ec);
-  return v;
-}
-
-}  // namespace
+using detail::throwing;
 
 const detail::hold_state* permit::hold() const noexcept { return lease_.hold_.get(); }
 
