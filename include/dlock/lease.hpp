@@ -39,6 +39,7 @@ namespace detail {
 class client_impl;
 struct hold_state;
 class lock_base;
+struct lease_access;
 }  // namespace detail
 
 class lease {
@@ -87,6 +88,7 @@ class lease {
 
  private:
   friend class detail::lock_base;
+  friend struct detail::lease_access;
   friend class leased_semaphore;
   friend class permit;
   lease(std::weak_ptr<detail::client_impl> c, std::shared_ptr<detail::hold_state> h) noexcept;

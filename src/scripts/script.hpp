@@ -31,5 +31,7 @@ extern const script counting_acquire;
 extern const script semaphore_update;
 extern const script latch_check;
 extern const script latch_update;
+extern const script multi_acquire;
+extern const script fencing_floor;
 
 }  // namespace dlock::scripts

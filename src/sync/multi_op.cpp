@@ -1,0 +1,250 @@
+#include "sync/multi_op.hpp"
+
+#include <asio/error.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/system_executor.hpp>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "dlock/keys.hpp"
+#include "runtime/client_impl.hpp"
+#include "runtime/owner.hpp"
+#include "sync/group_attempt.hpp"
+#include "sync/round_machine.hpp"
+
+namespace dlock::detail {
+
+std::chrono::milliseconds attempt_budget(std::chrono::milliseconds lease,
+                                         std::chrono::milliseconds command_timeout) {
+  return std::clamp(lease / 10, std::chrono::milliseconds{1}, command_timeout);
+}
+
+namespace {
+
+// Members that share a client and (in a cluster) a slot: one script each.
+std::vector<std::vector<std::size_t>> group(const std::vector<group_member>& members) {
+  std::map<std::pair<const client_impl*, std::uint16_t>, std::vector<std::size_t>> by;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const auto& m = members[i];
+    const std::uint16_t slot = m.client->cfg().cluster() ? keys::slot(m.name) : 0;
+    by[{m.client.get(), slot}].push_back(i);
+  }
+  std::vector<std::vector<std::size_t>> out;
+  for (auto& [key, list] : by) out.push_back(std::move(list));
+  return out;
+}
+
+std::uint64_t seed() {
+  static std::atomic<std::uint64_t> n{std::random_device{}()};
+  return n.fetch_add(0x9e3779b97f4a7c15ULL);
+}
+
+class group_op final : public abortable, public std::enable_shared_from_this<group_op> {
+ public:
+  using lock_t = std::unique_lock<std::mutex>;
+
+  group_op(const std::vector<group_member>& members, group_request req,
+           completion<std::vector<lease>> done)
+      : members_{members},
+        groups_{group(members)},
+        req_{req},
+        m_{round_machine::params{.members = members.size(),
+                                 .needed = req.needed,
+                                 .floor = req.floor,
+                                 .deadline = req.deadline,
+                                 .seed = seed()}},
+        leases_(members.size()),
+        timer_{members.front().client->strand()},
+        done_{std::move(done)} {}
+
+  void start() {
+    // Tracked by the first member's client, which runs the timer: its shutdown ends the wait.
+    auto& first = *members_.front().client;
+    const bool running = first.post_if_running([self = shared_from_this()] {
+      // Kept alive while tracked: the client's shutdown sweep calls abort() through a raw
+      // pointer.
+      self->self_ = self;
+      self->members_.front().client->track(self.get());
+      lock_t lk{self->mu_};
+      self->step(self->m_.start(clock::now()), lk);
+    });
+    if (!running) {
+      auto done = std::move(done_);
+      asio::post(asio::system_executor{},
+                 [done = std::move(done)]() mutable { done(errc::shutdown, {}); });
+    }
+  }
+  void cancel(std::error_code ec) {
+    lock_t lk{mu_};
+    step(m_.on_cancel(ec, clock::now()), lk);
+  }
+  // The first member's client shuts down (on its I/O thread).
+  void abort(std::error_code ec) override {
+    auto keep = self_;
+    cancel(ec);
+    untrack();
+  }
+
+ private:
+  void step(round_machine::actions a, lock_t& lk) {
+    if (a.release) leases_ = std::vector<lease>(members_.size());  // released in the background
+    if (a.complete) return complete(*a.complete, lk);
+    if (a.attempt) attempt();
+    if (a.floor) floor(*a.floor);
+    if (a.timer) arm(*a.timer);
+  }
+
+  // On the first member's I/O thread.
+  void untrack() {
+    if (!self_) return;
+    timer_.cancel();
+    members_.front().client->untrack(this);
+    self_.reset();  // may destroy this: last
+  }
+
+  void attempt() {
+    const auto round = ++round_;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      auto& c = *members_[groups_[g].front()].client;
+      const auto lease = req_.lease.value_or(c.cfg().watchdog_lease);
+      std::vector<std::shared_ptr<hold_state>> holds;
+      for (auto i : groups_[g]) {
+        holds.push_back(std::make_shared<hold_state>(
+            members_[i].name, owner_field(c.id(), next_lease_number()), lease,
+            !req_.lease.has_value(), next_lease_number(), lock_kind::mutex));
+      }
+      const auto budget = attempt_budget(lease, c.cfg().command_timeout);
+      auto self = shared_from_this();
+      const bool running = c.post_if_running([self, round, g, holds, budget, &c]() mutable {
+        send_group_attempt(c, holds, budget, [self, round, g, holds](group_result r) {
+          self->on_group(round, g, r, holds);
+        });
+      });
+      if (!running) {
+        asio::post(asio::system_executor{}, [self, round, g] {
+          group_result shut;
+          shut.ec = errc::shutdown;
+          self->on_group(round, g, shut, {});
+        });
+      }
+    }
+  }
+
+  void on_group(std::uint64_t round, std::size_t g, const group_result& r,
+                const std::vector<std::shared_ptr<hold_state>>& holds) {
+    lock_t lk{mu_};
+    std::vector<lease> taken;
+    if (r.held) {
+      for (std::size_t k = 0; k < holds.size(); ++k) {
+        taken.push_back(lease_access::make(members_[groups_[g][k]].client, holds[k]));
+      }
+    }
+    // A late reply, or the replicas fell short: what it took goes back at once.
+    if (round != round_ || m_.done() || r.ec) taken.clear();
+    round_machine::actions a;
+    for (std::size_t k = 0; k < groups_[g].size(); ++k) {
+      const auto i = groups_[g][k];
+      round_machine::outcome o;
+      o.ec = r.ec;
+      o.pttl = r.pttl;
+      if (!taken.empty()) {
+        o.acquired = true;
+        o.token = taken[k].fencing_token();
+        o.trusted_until = clock::time_point{clock::duration{holds[k]->trusted_until.load()}};
+        leases_[i] = std::move(taken[k]);
+      }
+      a = merge(a, m_.on_outcome(i, o, clock::now()));
+    }
+    step(a, lk);
+  }
+
+  // A group's outcomes settle the round only at its last member: one of them carries actions.
+  static round_machine::actions merge(round_machine::actions a, round_machine::actions b) {
+    const bool empty = !b.attempt && !b.floor && !b.release && !b.timer && !b.complete;
+    return empty ? a : b;
+  }
+
+  void floor(std::uint64_t token) {
+    const auto round = round_;
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      if (!leases_[i].owns()) continue;
+      auto& c = *members_[i].client;
+      auto self = shared_from_this();
+      const bool running = c.post_if_running([self, round, i, token, &c] {
+        send_fencing_floor(c, self->members_[i].name, token,
+                           [self, round, i](bool ok) { self->on_floor(round, i, ok); });
+      });
+      if (!running) {
+        asio::post(asio::system_executor{}, [self, round, i] { self->on_floor(round, i, false); });
+      }
+    }
+  }
+
+  void on_floor(std::uint64_t round, std::size_t i, bool ok) {
+    lock_t lk{mu_};
+    if (round != round_) return;
+    step(m_.on_floor(i, ok, clock::now()), lk);
+  }
+
+  void arm(clock::time_point at) {
+    const auto gen = ++timer_gen_;
+    auto self = shared_from_this();
+    const bool running = members_.front().client->post_if_running([self, gen, at] {
+      self->timer_.expires_at(at);
+      self->timer_.async_wait([self, gen](std::error_code ec) {
+        if (ec) return;
+        lock_t lk{self->mu_};
+        if (gen != self->timer_gen_) return;
+        self->step(self->m_.on_timer(clock::now()), lk);
+      });
+    });
+    if (!running) {
+      asio::post(asio::system_executor{}, [self] { self->cancel(errc::shutdown); });
+    }
+  }
+
+  void complete(std::error_code ec, lock_t& lk) {
+    auto keep = shared_from_this();  // untrack() may drop the last other reference
+    ++timer_gen_;
+    auto done = std::move(done_);
+    std::vector<lease> out;
+    if (!ec) out = std::move(leases_);
+    leases_ = std::vector<lease>(members_.size());
+    auto& first = *members_.front().client;
+    if (first.on_io_thread()) {
+      untrack();
+    } else {
+      // If the client is stopping, its sweep aborts the op, which untracks it.
+      first.post_if_running([self = shared_from_this()] { self->untrack(); });
+    }
+    lk.unlock();
+    if (done) done(ec, std::move(out));
+  }
+
+  std::vector<group_member> members_;
+  std::vector<std::vector<std::size_t>> groups_;
+  group_request req_;
+  std::mutex mu_;
+  round_machine m_;
+  std::uint64_t round_ = 0, timer_gen_ = 0;
+  std::vector<lease> leases_;  // this round's acquisitions, by member
+  asio::steady_timer timer_;   // the first member's I/O thread only
+  completion<std::vector<lease>> done_;
+  std::shared_ptr<group_op> self_;  // while tracked by the first member's client
+};
+
+}  // namespace
+
+canceller start_group_acquire(const std::vector<group_member>& members, group_request req,
+                              completion<std::vector<lease>> done) {
+  auto op = std::make_shared<group_op>(members, req, std::move(done));
+  op->start();
+  std::weak_ptr<group_op> weak = op;
+  return [weak] {
+    if (auto live = weak.lock()) live->cancel(asio::error::operation_aborted);
+  };
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,245 @@
+// Step tests of round_machine (sync/round_machine.hpp): the rounds of a multi_lock or red_lock
+// acquisition, Redlock's quorum and validity, the fencing floor, pauses, deadlines, errors and
+// cancellation. show() renders a step's actions in the order the shell carries them out
+// (release, complete, attempt, floor, timer), so a test compares them whole.
+#include "sync/round_machine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/error.hpp>
+#include <chrono>
+#include <set>
+#include <string>
+
+#include "dlock/error.hpp"
+
+namespace round_machine_tests {
+
+using namespace std::chrono_literals;
+using dlock::errc;
+using dlock::detail::quorum;
+using machine = dlock::detail::round_machine;
+using time_point = machine::clock::time_point;
+
+const time_point t0 = time_point{} + 1000h;
+
+std::string show(const machine::actions& a) {
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : " ") + s; };
+  if (a.release) add("release");
+  if (a.complete) add(*a.complete ? "complete(" + a.complete->message() + ")" : "complete(ok)");
+  if (a.attempt) add("attempt");
+  if (a.floor) add("floor(" + std::to_string(*a.floor) + ")");
+  if (a.timer) {
+    add("timer(+" + std::to_string((*a.timer - t0) / 1ms) + "ms)");
+  }
+  return out;
+}
+
+machine::outcome got(std::uint64_t token, std::chrono::milliseconds trust = 29s) {
+  machine::outcome o;
+  o.acquired = true;
+  o.token = token;
+  o.trusted_until = t0 + trust;
+  return o;
+}
+machine::outcome busy(std::chrono::milliseconds pttl) {
+  machine::outcome o;
+  o.pttl = pttl;
+  return o;
+}
+machine::outcome failed(errc e) {
+  machine::outcome o;
+  o.ec = make_error_code(e);
+  return o;
+}
+
+machine::params all_of(std::size_t n, std::optional<std::chrono::milliseconds> wait = 1s) {
+  machine::params p;
+  p.members = n;
+  p.needed = n;
+  if (wait) p.deadline = t0 + *wait;
+  return p;
+}
+machine::params majority_of(std::size_t n, std::optional<std::chrono::milliseconds> wait = 1s) {
+  auto p = all_of(n, wait);
+  p.needed = quorum(n);
+  p.floor = true;
+  return p;
+}
+
+TEST(quorum, is_a_strict_majority) {
+  EXPECT_EQ(quorum(1), 1u);
+  EXPECT_EQ(quorum(2), 2u);
+  EXPECT_EQ(quorum(3), 2u);
+  EXPECT_EQ(quorum(4), 3u);
+  EXPECT_EQ(quorum(5), 3u);
+  EXPECT_EQ(quorum(7), 4u);
+}
+
+TEST(round_machine, a_round_attempts_every_member_and_completes_when_all_are_held) {
+  machine m{all_of(3)};
+  EXPECT_EQ(show(m.start(t0)), "attempt");
+  EXPECT_EQ(show(m.on_outcome(0, got(7), t0 + 1ms)), "");
+  EXPECT_EQ(show(m.on_outcome(2, got(9), t0 + 1ms)), "");
+  EXPECT_EQ(show(m.on_outcome(0, got(7), t0 + 1ms)), "") << "a duplicate outcome is ignored";
+  EXPECT_EQ(show(m.on_outcome(1, got(8), t0 + 2ms)), "complete(ok)");
+  EXPECT_TRUE(m.done());
+  EXPECT_EQ(m.token(), 9u);
+  EXPECT_EQ(m.valid_until(), t0 + 29s);
+}
+
+TEST(round_machine, a_busy_member_releases_the_round_and_pauses_before_the_next) {
+  machine m{all_of(2, 10s)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0);
+  const auto a = m.on_outcome(1, busy(5000ms), t0 + 1ms);
+  ASSERT_TRUE(a.release && a.timer && !a.complete && !a.attempt);
+  EXPECT_GE(*a.timer, t0 + 1ms + 5ms);
+  EXPECT_LE(*a.timer, t0 + 1ms + 100ms);
+  EXPECT_EQ(show(m.on_outcome(0, got(1), t0 + 2ms)), "") << "the round is settled";
+  EXPECT_EQ(show(m.on_timer(*a.timer)), "attempt");
+  m.on_outcome(0, got(2), *a.timer);
+  EXPECT_EQ(show(m.on_outcome(1, got(3), *a.timer)), "complete(ok)");
+}
+
+TEST(round_machine, a_holder_whose_lease_ends_sooner_shortens_the_pause) {
+  machine m{all_of(1, 10s)};
+  m.start(t0);
+  EXPECT_EQ(show(m.on_outcome(0, busy(2ms), t0)), "release timer(+3ms)");
+}
+
+TEST(round_machine, pauses_are_jittered) {
+  std::set<time_point> seen;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    auto p = all_of(1, 10s);
+    p.seed = seed;
+    machine m{p};
+    m.start(t0);
+    seen.insert(*m.on_outcome(0, busy(60000ms), t0).timer);
+  }
+  EXPECT_GT(seen.size(), 5u) << "two contenders must not retry in lockstep";
+}
+
+TEST(round_machine, the_deadline_ends_it_with_a_timeout_and_bounds_the_pause) {
+  machine m{all_of(2, 30ms)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0);
+  const auto a = m.on_outcome(1, busy(60000ms), t0 + 20ms);
+  ASSERT_TRUE(a.timer);
+  EXPECT_LE(*a.timer, t0 + 30ms);
+  m.on_timer(t0 + 30ms);
+  m.on_outcome(0, got(1), t0 + 31ms);
+  EXPECT_EQ(show(m.on_outcome(1, busy(50000ms), t0 + 31ms)),
+            "release complete(" + make_error_code(errc::timeout).message() + ")");
+}
+
+TEST(round_machine, a_try_is_one_round) {
+  machine m{all_of(2, 0ms)};
+  m.start(t0);
+  m.on_outcome(0, busy(100ms), t0 + 1ms);
+  EXPECT_EQ(show(m.on_outcome(1, got(4), t0 + 1ms)),
+            "release complete(" + make_error_code(errc::timeout).message() + ")");
+}
+
+TEST(round_machine, unreachable_members_end_at_the_deadline_with_their_error_not_a_timeout) {
+  machine m{all_of(2, 0ms)};
+  m.start(t0);
+  m.on_outcome(0, got(4), t0);
+  EXPECT_EQ(show(m.on_outcome(1, failed(errc::connection_refused), t0 + 1ms)),
+            "release complete(" + make_error_code(errc::connection_refused).message() + ")");
+}
+
+TEST(round_machine, an_error_no_retry_can_change_ends_it_at_once) {
+  machine m{all_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(0, got(4), t0);
+  m.on_outcome(1, failed(errc::wrong_kind), t0);
+  EXPECT_EQ(show(m.on_outcome(2, got(5), t0)),
+            "release complete(" + make_error_code(errc::wrong_kind).message() + ")");
+}
+
+TEST(round_machine, red_lock_succeeds_at_a_majority_and_writes_the_largest_token_back) {
+  machine m{majority_of(3)};
+  m.start(t0);
+  m.on_outcome(0, got(100), t0 + 1ms);
+  m.on_outcome(1, failed(errc::connection_refused), t0 + 2ms);
+  EXPECT_EQ(show(m.on_outcome(2, got(5000), t0 + 3ms)), "floor(5000)");
+  EXPECT_EQ(show(m.on_floor(1, true, t0 + 4ms)), "") << "member 1 holds nothing";
+  EXPECT_EQ(show(m.on_floor(0, true, t0 + 4ms)), "");
+  EXPECT_EQ(show(m.on_floor(2, true, t0 + 4ms)), "complete(ok)");
+  EXPECT_EQ(m.token(), 5000u);
+}
+
+TEST(round_machine, red_lock_floors_must_reach_a_majority) {
+  machine m{majority_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(0, got(100), t0);
+  m.on_outcome(1, busy(1000ms), t0);
+  m.on_outcome(2, got(200), t0);
+  m.on_floor(0, true, t0 + 1ms);
+  const auto a = m.on_floor(2, false, t0 + 1ms);
+  EXPECT_TRUE(a.release && a.timer && !a.complete) << show(a);
+}
+
+TEST(round_machine, red_lock_fails_below_a_majority_and_when_validity_ran_out) {
+  machine m{majority_of(5, 10s)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0);
+  m.on_outcome(1, got(2), t0);
+  m.on_outcome(2, busy(100ms), t0);
+  m.on_outcome(3, failed(errc::timeout), t0);
+  auto a = m.on_outcome(4, busy(100ms), t0);
+  EXPECT_TRUE(a.release && a.timer) << "two of five is no majority: " << show(a);
+  // Validity: lease - elapsed - drift must still be ahead, measured on the third longest trust.
+  machine v{majority_of(3, 10s)};
+  v.start(t0);
+  v.on_outcome(0, got(1, 29s), t0);
+  v.on_outcome(1, got(2, 50ms), t0);
+  a = v.on_outcome(2, busy(100ms), t0 + 60ms);
+  EXPECT_TRUE(a.release && a.timer) << "the second trust ended before the round settled";
+  EXPECT_EQ(v.valid_until(), t0 + 50ms);
+}
+
+TEST(round_machine, red_lock_survives_final_errors_of_a_minority_only) {
+  machine m{majority_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(0, failed(errc::wrong_type), t0);
+  m.on_outcome(1, got(1), t0);
+  EXPECT_EQ(show(m.on_outcome(2, got(2), t0)), "floor(2)");
+  machine n{majority_of(3, 10s)};
+  n.start(t0);
+  n.on_outcome(0, failed(errc::wrong_type), t0);
+  n.on_outcome(1, failed(errc::no_permission), t0);
+  EXPECT_EQ(show(n.on_outcome(2, got(2), t0)),
+            "release complete(" + make_error_code(errc::no_permission).message() + ")");
+}
+
+TEST(round_machine, cancellation_completes_at_once_and_releases_a_round_in_flight) {
+  machine m{all_of(2, 10s)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0);
+  const std::error_code aborted = asio::error::operation_aborted;
+  EXPECT_EQ(show(m.on_cancel(aborted, t0)), "release complete(" + aborted.message() + ")");
+  EXPECT_EQ(show(m.on_outcome(1, got(2), t0)), "");
+  EXPECT_EQ(show(m.on_cancel(aborted, t0)), "");
+  machine p{all_of(1, 10s)};
+  p.start(t0);
+  p.on_outcome(0, busy(1000ms), t0);
+  EXPECT_EQ(show(p.on_cancel(aborted, t0)), "complete(" + aborted.message() + ")")
+      << "pausing: nothing held";
+  EXPECT_EQ(show(p.on_timer(t0 + 1s)), "");
+}
+
+TEST(round_machine, bad_parameters_are_refused) {
+  machine m{all_of(0)};
+  EXPECT_EQ(show(m.start(t0)),
+            "complete(" + make_error_code(errc::invalid_argument).message() + ")");
+  auto p = all_of(2);
+  p.needed = 3;
+  machine n{p};
+  EXPECT_EQ(show(n.start(t0)),
+            "complete(" + make_error_code(errc::invalid_argument).message() + ")");
+}
+
+}  // namespace round_machine_tests
