@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
@@ -100,7 +101,8 @@ bool check_exec_args(const exec_options& o, const dlock::config& cfg, exec_args&
     error = "--fair, --shared and --rw choose the kind of lock: give one of them at most";
   } else if (a.permits > 0 && (o.fair || o.shared || o.rw)) {
     error = "--permits takes a permit of a semaphore, not a lock: leave out --fair, --shared, --rw";
-  } else if (o.name.empty()) {
+  } else if (o.names.empty() ||
+             std::ranges::any_of(o.names, [](const auto& n) { return n.empty(); })) {
     error = "the lock name must not be empty";
   } else if (a.lease_time && a.lease_time->count() == 0) {
     error = "--lease must be positive";

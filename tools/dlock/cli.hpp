@@ -21,7 +21,8 @@ inline constexpr int exit_tempfail = 75;     // EX_TEMPFAIL: not acquired within
 inline constexpr int exit_not_found = 127;   // CMD not found
 
 struct global_options {
-  std::string url;  // --url, else $DLOCK_URL, else redis://127.0.0.1:6379
+  std::string url;                // --url, else $DLOCK_URL, else redis://127.0.0.1:6379
+  std::vector<std::string> urls;  // every --url given (several: exec over a red_lock)
   std::string user, password, ca, cert, key, sni;
   std::string timeout;  // --timeout, a duration
   bool verbose = false;
@@ -74,7 +75,8 @@ struct exec_options {
   std::optional<std::string> kill_after;          // default: a third of the lease, at most 10s
   std::optional<std::string> permits;             // --permits N: a leased semaphore of N
   bool fair = false, shared = false, rw = false;  // at most one, and not with --permits
-  std::string name;
+  std::vector<std::string> names;  // several: a multi_lock (a lock of the kind, else)
+  std::string name;                // the name, or the names separated by spaces
   std::vector<std::string> command;
 };
 int run_exec(const global_options& g, const exec_options& o);

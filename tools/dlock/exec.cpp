@@ -13,18 +13,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <asio/use_future.hpp>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -71,43 +69,13 @@ milliseconds until(steady::time_point wake) {
   return std::clamp(std::chrono::ceil<milliseconds>(wake - steady::now()), 0ms, milliseconds{1h});
 }
 
+// Shared with the completion, which may come after the wait was abandoned (a group's, from a
+// client not yet shut down).
 struct acquisition {
   std::mutex mu;
   bool done = false;
   std::error_code ec;
   held got;
-};
-
-// Refreshes the holder description (for `dlock status`) every ttl/3 on a thread of its own: a
-// refresh waits for Redis, up to the command timeout when Redis does not answer, and the main
-// thread must not, since that is exactly when the lease-lost signal comes and the command has
-// to be stopped at once. Created after the signals were blocked, so it inherits the mask.
-class holder_refresh {
- public:
-  holder_refresh(dlock::client& c, const std::string& name, const dlock::holder& h,
-                 milliseconds ttl)
-      : thread_{[&c, name, h, ttl](std::stop_token stopping) {
-          std::mutex mu;
-          std::condition_variable_any cv;
-          std::unique_lock lock{mu};
-          // True once stop is requested (which wakes it), false after each ttl/3.
-          // At most every 100 ms, however short the lease.
-          const auto period = std::max<milliseconds>(ttl / 3, 100ms);
-          while (!cv.wait_for(lock, stopping, period,
-                              [&stopping] { return stopping.stop_requested(); })) {
-            std::error_code ec;
-            dlock::describe_holder(c, name, h, ttl, ec);  // best effort
-          }
-        }} {}
-  // Waits for a refresh in flight (bounded by the command timeout).
-  void stop() {
-    if (!thread_.joinable()) return;
-    thread_.request_stop();
-    thread_.join();
-  }
-
- private:
-  std::jthread thread_;
 };
 
 // Why a lock of another kind under the name refuses exec.
@@ -139,7 +107,8 @@ start_fn start_lock(const exec_args& a, dlock::detail::lock_base& m) {
 
 // Waits for the acquisition's completion (SIGUSR2), or a signal that ends the wait: nullopt,
 // or the exit code.
-std::optional<int> wait_acquired(dlock::client& client, acquisition& got, const sigset_t& signals) {
+std::optional<int> wait_acquired(const std::vector<dlock::client*>& clients, acquisition& got,
+                                 const sigset_t& signals) {
   for (;;) {
     const int sig = wait_signal(signals, 1h);
     if (sig == SIGUSR2) {
@@ -148,7 +117,8 @@ std::optional<int> wait_acquired(dlock::client& client, acquisition& got, const 
     } else if (sig == SIGTSTP) {
       kill(getpid(), SIGSTOP);  // nothing runs under the lock yet
     } else if (ends(sig)) {
-      client.shutdown();  // abandons the wait; a lease acquired meanwhile is released first
+      // Abandons the wait; what was acquired meanwhile is released first.
+      for (auto* c : clients) c->shutdown();
       std::lock_guard lock{got.mu};
       if (got.got.owns()) got.got.release(got.ec);
       return 128 + sig;
@@ -240,38 +210,19 @@ int wait_for_trust(const exec_options& o, const exec_args& a, const held& lease,
   return not_trusted(o, a);
 }
 
-// Gives the lock back without keeping the caller waiting on a Redis that may not answer (that
-// is often why the lease is in doubt): cleans up if it does, within a second. The release is
-// owner-checked, so it cannot touch a new holder's lock either way.
-void give_back(dlock::client& client, held& lease, const std::string& name,
-               const std::string& owner) {
-  std::vector<std::string> forget{"HDEL", dlock::keys::holder_info(name)};
-  for (auto& f : dlock::holder_fields(owner)) forget.push_back(std::move(f));
-  auto forgotten = client.async_execute(std::move(forget), asio::use_future);
-  auto released = lease.release_async();
-  const auto limit = steady::now() + 1s;
-  forgotten.wait_until(limit);
-  released.wait_until(limit);
-}
-
-// Describes this holder for `dlock status` (best effort: nothing else reads it).
-dlock::holder describe_self(dlock::client& client, const exec_options& o, const exec_args& a,
-                            const held& lease) {
-  dlock::holder me{lease.holder_id(), 1, host_name(), getpid(), join(o.command)};
-  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
-  me.acquired_unix_ms = std::chrono::floor<milliseconds>(since_epoch).count();
-  std::error_code ec;
-  dlock::describe_holder(client, o.name, me, a.lease, ec);
-  return me;
-}
-
-// The command's environment: the name, and the fencing token or the permit id.
+// The command's environment: the name (several: separated by spaces), and the fencing token
+// or the permit id; for several names, each one's token too, in the same order.
 std::vector<std::string> command_env(const exec_options& o, const held& lease) {
   std::vector<std::string> env{"DLOCK_NAME=" + o.name};
   if (lease.is_permit()) {
     env.push_back("DLOCK_PERMIT_ID=" + lease.holder_id());
-  } else {
-    env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(lease.fencing_token()));
+    return env;
+  }
+  env.push_back("DLOCK_FENCING_TOKEN=" + std::to_string(lease.fencing_token()));
+  if (o.names.size() > 1) {
+    std::vector<std::string> tokens;
+    for (const auto t : lease.fencing_tokens()) tokens.push_back(std::to_string(t));
+    env.push_back("DLOCK_FENCING_TOKENS=" + join(tokens));
   }
   return env;
 }
@@ -279,22 +230,23 @@ std::vector<std::string> command_env(const exec_options& o, const held& lease) {
 }  // namespace
 
 std::optional<int> acquire_held(const global_options& g, const exec_options& o,
-                                dlock::client& client, const start_fn& start,
+                                const std::vector<dlock::client*>& clients, const start_fn& start,
                                 const std::function<std::string(std::error_code)>& why,
                                 const sigset_t& signals, held& out) {
   const pid_t self = getpid();
-  acquisition got;
+  const auto shared = std::make_shared<acquisition>();
+  auto& got = *shared;
   const auto wait_started = steady::now();
-  start([&got, self](std::error_code ec, held h) {
+  start([shared, self](std::error_code ec, held h) {
     {
-      std::lock_guard lock{got.mu};
-      got.done = true;
-      got.ec = ec;
-      got.got = std::move(h);
+      std::lock_guard lock{shared->mu};
+      shared->done = true;
+      shared->ec = ec;
+      shared->got = std::move(h);
     }
     kill(self, SIGUSR2);
   });
-  if (const auto code = wait_acquired(client, got, signals)) return code;
+  if (const auto code = wait_acquired(clients, got, signals)) return code;
   if (got.ec == dlock::errc::timeout) {
     verbose(g, o.name + " not acquired within the wait");
     return exit_tempfail;
@@ -316,11 +268,12 @@ std::optional<int> acquire_held(const global_options& g, const exec_options& o,
 
 int run_held(const exec_options& o, const exec_args& a, dlock::client& client, held& lease,
              const sigset_t& signals) {
-  const auto me = describe_self(client, o, a, lease);
+  const auto sites = lease.sites(client, o.name);
+  const auto me = describe_at(o, a.lease, sites);
   // The lease must still be trusted, with room for a stop, when the command starts: acquiring
   // and describing took time, and the lease may have been lost meanwhile.
   if (const int failed = wait_for_trust(o, a, lease, signals)) {
-    give_back(client, lease, o.name, me.owner);
+    give_back(sites, lease);
     return failed;
   }
   milliseconds left{};
@@ -332,7 +285,7 @@ int run_held(const exec_options& o, const exec_args& a, dlock::client& client, h
     return may_start(left, lease.lost().stop_requested(), a.timing);
   });
   if (child.refused) {
-    give_back(client, lease, o.name, me.owner);
+    give_back(sites, lease);
     return not_trusted(o, a);
   }
   int code = 0;
@@ -341,17 +294,16 @@ int run_held(const exec_options& o, const exec_args& a, dlock::client& client, h
     code = child.error == ENOENT ? exit_not_found : 126;
   } else {
     kill_schedule plan{a.timing, checked_at + left};
-    holder_refresh refresh{client, o.name, me, a.lease};
+    holder_refresh refresh{sites, me, a.lease};
     code = supervise(o, a, lease, child.pid, tty, plan, signals);
     refresh.stop();
     if (plan.stopping()) {
-      give_back(client, lease, o.name, me.owner);
+      give_back(sites, lease);
       return exit_software;
     }
   }
   std::error_code ec;
-  dlock::forget_holder(client, o.name, me.owner, ec);
-  lease.release(ec);
+  forget_and_release(sites, lease, ec);
   if (ec == dlock::errc::lease_lost) {
     complain("exec: " + o.name, std::string{"lease lost before the "} +
                                     (lease.is_permit() ? "permit" : "lock") + " was released");
@@ -362,6 +314,7 @@ int run_held(const exec_options& o, const exec_args& a, dlock::client& client, h
 }
 
 int run_exec(const global_options& g, const exec_options& o) {
+  if (g.urls.size() > 1 || o.names.size() > 1) return run_exec_group(g, o);
   const dlock::config cfg = make_config(g);
   exec_args a;
   if (!check_exec_args(o, cfg, a)) return exit_usage;
@@ -377,7 +330,7 @@ int run_exec(const global_options& g, const exec_options& o) {
     return ec == dlock::errc::wrong_kind ? wrong_kind(o.name, a.kind) : std::string{};
   };
   held lease;
-  if (auto code = acquire_held(g, o, client, start_lock(a, lock.get()), why, signals, lease)) {
+  if (auto code = acquire_held(g, o, {&client}, start_lock(a, lock.get()), why, signals, lease)) {
     return *code;
   }
   lease.on_lost([self = getpid()] { kill(self, SIGUSR1); });

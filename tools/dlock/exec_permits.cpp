@@ -85,7 +85,7 @@ int run_exec_permits(const global_options& g, const exec_options& o, const exec_
   verbose(g, "waiting for a permit of " + o.name + " (" + std::to_string(a.permits) + ")");
   held permit;
   auto why = [&o](std::error_code ec) { return why_not(o.name, ec); };
-  if (auto code = acquire_held(g, o, client, start_permit(a, sem), why, signals, permit)) {
+  if (auto code = acquire_held(g, o, {&client}, start_permit(a, sem), why, signals, permit)) {
     return *code;
   }
   permit.on_lost([self = getpid()] { kill(self, SIGUSR1); });

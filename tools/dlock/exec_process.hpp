@@ -91,7 +91,7 @@ struct started {
 };
 
 // Starts the command with the default signal mask, in a process group of its own (given `tty`
-// if dlock has it), with the lock's details (`dlock_env`: DLOCK_NAME, DLOCK_FENCING_TOKEN or
+// if dlock has it), with the lock's details (`dlock_env`: DLOCK_NAME, DLOCK_FENCING_TOKEN(S) or
 // DLOCK_PERMIT_ID, replacing any inherited) in its environment; `go` is asked right before the
 // fork, whether to.
 // This process has the client's threads: a forked child may only call async-signal-safe
@@ -107,7 +107,7 @@ inline started start_command(const exec_options& o, const std::vector<std::strin
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry{*e};
     if (entry.starts_with("DLOCK_NAME=") || entry.starts_with("DLOCK_FENCING_TOKEN=") ||
-        entry.starts_with("DLOCK_PERMIT_ID=")) {
+        entry.starts_with("DLOCK_FENCING_TOKENS=") || entry.starts_with("DLOCK_PERMIT_ID=")) {
       continue;
     }
     env_text.emplace_back(entry);

@@ -1,6 +1,11 @@
 // The dlock command: run commands under distributed locks, inspect and release locks.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 
@@ -15,6 +20,9 @@ Examples:
   dlock exec --shared catalog -- ./read-catalog.sh     # many readers at once...
   dlock exec --rw catalog -- ./rebuild-catalog.sh      # ...or one writer
   dlock exec --permits 3 reports -- ./report.sh        # at most 3 at once across the fleet
+  dlock exec ledger:alice ledger:bob -- ./transfer.sh  # both names or neither (a multi_lock)
+  dlock --url redis://r1 --url redis://r2 --url redis://r3 exec nightly -- ./run.sh
+                                                       # held on a majority of 3 (a red_lock)
   dlock latch shards-loaded set 5                      # the coordinator, once
   dlock latch shards-loaded count-down                 # each of the 5 loaders, when done
   dlock latch shards-loaded wait --timeout 1h && ./start-batch.sh
@@ -28,18 +36,38 @@ Exit codes: exec: the command's (128+N if killed by signal N); 75 not acquired w
 70 the lease was lost or about to end while the command ran (it was stopped), or had too little
 time left to start it; 69 Redis unreachable, auth or TLS failure;
 64 bad usage or input (also: NAME is a key of another type, or a lock of another kind, or
---permits N does not match the semaphore's total); 127 command not found.
+--permits N does not match the semaphore's total); 127 command not found. The same with several
+NAMEs or --url.
 status and unlock --force: 0 held (a semaphore: permits in use), 1 free.
 latch: 0; set: 1 if the latch already had a count; wait --timeout: 75 if still closed.
 ping: 0, or 69 if Redis (on a cluster, any node) cannot be reached.
 )";
 
+// exec's forms and what its command gets, for `dlock exec --help`.
+const char* exec_forms = R"(
+Forms:
+  dlock exec [OPTIONS] NAME -- CMD [ARGS...]            one lock
+  dlock exec [OPTIONS] NAME1 NAME2... -- CMD [ARGS...]  every NAME on the one server, or none
+                                                        (a multi_lock; not with --fair, --shared,
+                                                        --rw, --permits)
+  dlock --url A --url B --url C exec [OPTIONS] NAME -- CMD [ARGS...]
+                                   NAME on a majority of those independent servers (a red_lock;
+                                   3 or more; 2 need both; not with --fair, --shared, --rw,
+                                   --permits)
+CMD's environment: DLOCK_NAME (several: separated by spaces), DLOCK_FENCING_TOKEN (several NAMEs:
+the largest; a red_lock: the majority's token), DLOCK_FENCING_TOKENS (several NAMEs: each one's,
+in order), DLOCK_PERMIT_ID (--permits, instead of a token).
+)";
+
 // The global options, into `g`.
 void add_global_options(CLI::App& app, dlock_cli::global_options& g) {
-  app.add_option("--url", g.url,
+  app.add_option("--url", g.urls,
                  "Redis URI: redis[s]://host:port, redis[s]+cluster://host:port,host:port for "
                  "a Redis Cluster, or redis[s]+sentinel://host:port,host:port/master-name for "
-                 "Redis Sentinel (default: $DLOCK_URL, else redis://127.0.0.1:6379)");
+                 "Redis Sentinel (default: $DLOCK_URL, else redis://127.0.0.1:6379). exec takes "
+                 "several, one per independent server: a red_lock held by a majority of them")
+      ->allow_extra_args(false)  // one URI each: `--url A NAME` must not take NAME
+      ->type_name("URL");
   app.add_option("--user", g.user, "ACL user name");
   app.add_option("--password", g.password, "password (or user:password in the URI)");
   app.add_option("--ca", g.ca, "TLS: CA bundle (PEM) to verify the server with");
@@ -53,6 +81,7 @@ void add_global_options(CLI::App& app, dlock_cli::global_options& g) {
 // exec and its options, into `eo`.
 CLI::App* add_exec(CLI::App& app, dlock_cli::exec_options& eo) {
   auto* exec = app.add_subcommand("exec", "run a command while holding a lock");
+  exec->footer(std::string{exec_forms} + examples);
   exec->add_option("--wait", eo.wait,
                    "give up after waiting this long (0: one try; default: forever)");
   exec->add_option("--lease", eo.lease,
@@ -74,9 +103,46 @@ CLI::App* add_exec(CLI::App& app, dlock_cli::exec_options& eo) {
                    "most N commands at once (sets N if the semaphore has none, else must match "
                    "its total)")
       ->type_name("N");
-  exec->add_option("name", eo.name, "lock name (with --permits: semaphore name)")->required();
-  exec->add_option("command", eo.command, "command and its arguments (after --)")->required();
+  exec->add_option("name", eo.names,
+                   "lock name (with --permits: semaphore name); several: all of them or none (a "
+                   "multi_lock). Then --, the command and its arguments")
+      ->required();
   return exec;
+}
+
+// dlock's own arguments end at the first `--` after `exec`: the command follows. CLI11 drops the
+// `--` and fills positionals in order, so it could not tell `exec A B -- CMD` from
+// `exec A -- B CMD`. The index of that `--`, or argc.
+int own_arguments(int argc, char** argv) {
+  int i = 1;
+  while (i < argc && std::string_view{argv[i]} != "exec") ++i;
+  while (i < argc && std::string_view{argv[i]} != "--") ++i;
+  return i;
+}
+
+// exec's NAMEs and command, from the words before the `--` and `command` after it; without a
+// `--`, as before several NAMEs were taken: NAME, then the command. False (and why on stderr)
+// when there is no command.
+bool split_exec_words(dlock_cli::exec_options& eo, bool dashes, std::vector<std::string> command) {
+  if (dashes) {
+    eo.command = std::move(command);
+  } else if (eo.names.size() > 1) {
+    eo.command.assign(eo.names.begin() + 1, eo.names.end());
+    eo.names.resize(1);
+  }
+  eo.name = dlock_cli::join(eo.names);
+  if (!eo.command.empty()) return true;
+  dlock_cli::complain("exec", "no command to run: give it after --, as in dlock exec NAME -- CMD");
+  return false;
+}
+
+// The --url given into `g`: several only for exec (`exec_parsed`). False (and why on stderr)
+// otherwise.
+bool read_urls(dlock_cli::global_options& g, bool exec_parsed) {
+  if (g.urls.size() == 1) g.url = g.urls.front();
+  if (g.urls.size() <= 1 || exec_parsed) return true;
+  dlock_cli::complain("--url", "only exec takes several (a red_lock over independent servers)");
+  return false;
 }
 
 // latch and its words and --timeout, into `lo`.
@@ -119,11 +185,18 @@ int main(int argc, char** argv) {
                                   "check the connection (on a cluster, to every node); warn about "
                                   "lock-evicting policies");
 
+  const int own = own_arguments(argc, argv);
   try {
-    app.parse(argc, argv);
+    app.parse(own, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : exit_usage;
+  }
+  if (!read_urls(g, exec->parsed()) ||
+      (exec->parsed() &&
+       !split_exec_words(eo, own < argc,
+                         std::vector<std::string>(argv + std::min(own + 1, argc), argv + argc)))) {
+    return exit_usage;
   }
   try {
     if (exec->parsed()) return run_exec(g, eo);
