@@ -141,8 +141,9 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
         taken.push_back(lease_access::make(members_[groups_[g][k]].client, holds[k]));
       }
     }
-    // A late reply, or the replicas fell short: what it took goes back at once.
-    if (round != round_ || m_.done() || r.ec) taken.clear();
+    // A late reply (its round was decided without it), or the replicas fell short: what it
+    // took goes back at once.
+    if (round != round_ || !m_.accepts(groups_[g].front()) || r.ec) taken.clear();
     round_machine::actions a;
     for (std::size_t k = 0; k < groups_[g].size(); ++k) {
       const auto i = groups_[g][k];

@@ -7,15 +7,15 @@
 
 namespace dlock::detail {
 
-bool is_final(std::error_code ec) {
-  return ec == errc::wrong_type || ec == errc::wrong_kind || ec == errc::invalid_argument ||
-         ec == errc::no_permission || ec == errc::auth_failed || ec == errc::no_auth ||
-         ec == errc::server_error || ec == errc::shutdown || ec == errc::would_deadlock ||
-         ec == errc::unsupported_server;
+bool is_retryable_outcome(std::error_code ec) {
+  return ec == errc::timeout || ec == errc::connection_lost || ec == errc::loading ||
+         ec == errc::busy || ec == errc::master_down || ec == errc::no_replicas ||
+         ec == errc::try_again || ec == errc::cluster_down || ec == errc::max_clients ||
+         ec == errc::read_only;
 }
 
 round_machine::round_machine(params p)
-    : p_{p}, outcomes_(p.members), answered_(p.members), final_(p.members), rng_{p.seed} {}
+    : p_{p}, outcomes_(p.members), answered_(p.members), rng_{p.seed} {}
 
 round_machine::actions round_machine::start(clock::time_point now) {
   if (p_.members == 0 || p_.needed == 0 || p_.needed > p_.members) {
@@ -25,9 +25,13 @@ round_machine::actions round_machine::start(clock::time_point now) {
   std::fill(outcomes_.begin(), outcomes_.end(), outcome{});
   std::fill(answered_.begin(), answered_.end(), false);
   pending_ = p_.members;
-  (void)now;
+  round_start_ = now;
+  stragglers_by_.reset();
   actions a;
   a.attempt = true;
+  // A wait's round still out at the deadline gets `grace` more, then ends as a failed round (a
+  // try's round is bounded by its attempts' timeouts alone).
+  a.timer = round_timer();
   return a;
 }
 
@@ -60,18 +64,52 @@ round_machine::actions round_machine::on_outcome(std::size_t member, const outco
   answered_[member] = true;
   outcomes_[member] = o;
   if (o.pttl) busy_seen_ = true;
-  if (o.ec) {
-    last_error_ = o.ec;
-    if (is_final(o.ec)) final_[member] = true;
+  if (o.ec) last_error_ = o.ec;
+  if (--pending_ == 0) return settle(now);
+  // Decided before every member answered: too many failed for a quorum, or a quorum is held and
+  // the others had as long again as it took (at least `straggler_min`). A dead or stopped
+  // server's attempt (up to its timeout) thus does not hold the round up; what a straggler takes
+  // later is released by the shell (accepts() is false by then).
+  std::size_t failed = 0;
+  for (std::size_t i = 0; i < p_.members; ++i) {
+    if (answered_[i] && !outcomes_[i].acquired) ++failed;
   }
-  if (--pending_ > 0) return {};
-  return settle(now);
+  if (failed > p_.members - p_.needed) return settle(now);
+  if (acquired() < p_.needed || stragglers_by_) return {};
+  stragglers_by_ = now + std::max<clock::duration>(now - round_start_, straggler_min);
+  actions a;
+  a.timer = round_timer();
+  return a;
+}
+
+// The timer of a round out: the stragglers' time, or the deadline plus grace of a wait.
+std::optional<round_machine::clock::time_point> round_machine::round_timer() const {
+  std::optional<clock::time_point> at = stragglers_by_;
+  if (p_.deadline && *p_.deadline > round_start_) {
+    at = std::min(at.value_or(clock::time_point::max()), *p_.deadline + grace);
+  }
+  return at;
+}
+
+bool round_machine::accepts(std::size_t member) const noexcept {
+  return phase_ == phase::attempting && member < p_.members && !answered_[member];
 }
 
 round_machine::actions round_machine::settle(clock::time_point now) {
-  const auto finals = static_cast<std::size_t>(std::count(final_.begin(), final_.end(), true));
-  if (p_.members - finals < p_.needed) {
-    auto a = finish(last_error_);
+  // Members that answered with an error no retry changes soon (a refused connection, a key of
+  // another type): with too many of them the acquisition ends now, with that error, as a
+  // mutex's does.
+  std::size_t unreachable = 0;
+  std::error_code cause;
+  for (std::size_t i = 0; i < p_.members; ++i) {
+    const auto& ec = outcomes_[i].ec;
+    if (answered_[i] && ec && !is_retryable_outcome(ec)) {
+      ++unreachable;
+      cause = ec;
+    }
+  }
+  if (p_.members - unreachable < p_.needed) {
+    auto a = finish(cause);
     a.release = true;
     return a;
   }
@@ -84,6 +122,7 @@ round_machine::actions round_machine::settle(clock::time_point now) {
   std::fill(answered_.begin(), answered_.end(), false);
   actions a;
   a.floor = token();
+  if (p_.deadline && *p_.deadline > round_start_) a.timer = *p_.deadline + grace;
   return a;
 }
 
@@ -125,10 +164,12 @@ round_machine::actions round_machine::retry(clock::time_point now) {
 }
 
 round_machine::actions round_machine::on_timer(clock::time_point now) {
+  if (phase_ == phase::attempting && stragglers_by_ && now >= *stragglers_by_) return settle(now);
+  if (phase_ == phase::attempting || phase_ == phase::flooring) {
+    if (!p_.deadline || now < *p_.deadline + grace) return {};
+    return retry(now);  // late: ends it, giving back what the round took
+  }
   if (phase_ != phase::pausing) return {};
-  // Errors of the last round are reported only if they are still what stops the next one.
-  busy_seen_ = false;
-  last_error_.clear();
   return start(now);
 }
 

@@ -5,7 +5,10 @@
 //
 // An acquisition runs rounds. A round attempts every member at once (one script per group of
 // members that share a client and a slot; each attempt takes all of its names or none, and never
-// waits or queues). When every member has answered:
+// waits or queues). When every member has answered, or as soon as the round is decided (too many
+// failed for a quorum; or a quorum holds and the others had as long again as it took: a dead
+// server's attempt does not hold it up, and what a member still out takes is released when it
+// answers):
 // - at least `needed` acquired, and the needed-th longest trust still ahead (Redlock's validity:
 //   lease - elapsed - drift) → acquired; with `floor` (red_lock) the fencing token, the largest
 //   of the members', is first written back to every acquired member, and at least `needed` must
@@ -13,11 +16,12 @@
 // - otherwise everything the round took is released in the background, and the next round
 //   starts after a jittered pause (shorter when the busy members' leases end sooner), or the
 //   acquisition ends at its deadline: errc::timeout when members were held by others, else the
-//   last error (an unreachable quorum is not "held").
-// An error that no retry can change (a key of another type, another kind of lock, a refused
-// permission) ends it at once. Members are held only between a round's attempts and its
-// decision, and a round never waits while holding: two acquisitions over overlapping sets cannot
-// deadlock (no hold-and-wait), and the jitter breaks their symmetry so both make progress.
+//   last error (a quorum out of reach is not "held").
+// Errors that the next round would meet again (a refused connection, a key of another type, a
+// refused permission) end it at once when they leave fewer than `needed` members reachable.
+// Members are held only between a round's attempts and its decision, and a round never waits
+// while holding: two acquisitions over overlapping sets cannot deadlock (no hold-and-wait), and
+// the jitter breaks their symmetry so both make progress.
 #pragma once
 
 #include <chrono>
@@ -36,6 +40,10 @@ constexpr std::size_t quorum(std::size_t n) { return n / 2 + 1; }
 class round_machine {
  public:
   using clock = std::chrono::steady_clock;
+  // A wait's round still out at its deadline gets this much longer (acquire_machine's grace).
+  static constexpr std::chrono::milliseconds grace{50};
+  // Once a quorum holds, the members still out get as long again as it took, at least this.
+  static constexpr std::chrono::milliseconds straggler_min{2};
 
   struct params {
     std::size_t members = 1;
@@ -56,10 +64,11 @@ class round_machine {
     std::error_code ec;
   };
   struct actions {
-    bool attempt = false;                     // start a round: attempt every member
-    std::optional<std::uint64_t> floor;       // write this token back to the acquired members
-    bool release = false;                     // release what this round acquired (background)
-    std::optional<clock::time_point> timer;   // arm the timer (the pause before the next round)
+    bool attempt = false;                // start a round: attempt every member
+    std::optional<std::uint64_t> floor;  // write this token back to the acquired members
+    bool release = false;                // release what this round acquired (background)
+    // (Re)arm the timer: the pause before the next round, or the deadline of a round out.
+    std::optional<clock::time_point> timer;
     std::optional<std::error_code> complete;  // {}: acquired
   };
 
@@ -73,6 +82,8 @@ class round_machine {
   actions on_cancel(std::error_code ec, clock::time_point now);
 
   bool done() const noexcept { return phase_ == phase::done; }
+  // Whether an outcome of `member` counts now: its round is open and it has not answered.
+  bool accepts(std::size_t member) const noexcept;
   const std::vector<outcome>& outcomes() const noexcept { return outcomes_; }
   // The acquisition's fencing token: the largest of the acquired members' tokens.
   std::uint64_t token() const noexcept;
@@ -84,20 +95,26 @@ class round_machine {
   actions settle(clock::time_point now);
   actions retry(clock::time_point now);
   actions finish(std::error_code ec);
+  std::optional<clock::time_point> round_timer() const;
   std::size_t acquired() const;
 
   params p_;
   phase phase_ = phase::idle;
   std::vector<outcome> outcomes_;
   std::vector<bool> answered_;
-  std::vector<bool> final_;  // a member whose error no retry can change
   std::size_t pending_ = 0, floors_ok_ = 0;
-  bool busy_seen_ = false;  // some round found a member held by another owner
+  clock::time_point round_start_{};
+  std::optional<clock::time_point> stragglers_by_;  // a quorum holds: settle by then
+  // What the deadline reports: errc::timeout if some round found a member held by another owner,
+  // else the last error (an unreachable quorum is not "held").
+  bool busy_seen_ = false;
   std::error_code last_error_;
   std::mt19937_64 rng_;
 };
 
-// Errors that end an acquisition at once: retrying cannot change them.
-bool is_final(std::error_code ec);
+// Errors of an attempt that the next round may not meet (a lost reply, BUSY, LOADING, a
+// failover under way...). Any other error (a refused connection, a key of another type...) ends
+// the acquisition when its members leave fewer than `needed` reachable.
+bool is_retryable_outcome(std::error_code ec);
 
 }  // namespace dlock::detail

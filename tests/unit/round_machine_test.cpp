@@ -79,7 +79,7 @@ TEST(quorum, is_a_strict_majority) {
 
 TEST(round_machine, a_round_attempts_every_member_and_completes_when_all_are_held) {
   machine m{all_of(3)};
-  EXPECT_EQ(show(m.start(t0)), "attempt");
+  EXPECT_EQ(show(m.start(t0)), "attempt timer(+1050ms)") << "the deadline, plus grace";
   EXPECT_EQ(show(m.on_outcome(0, got(7), t0 + 1ms)), "");
   EXPECT_EQ(show(m.on_outcome(2, got(9), t0 + 1ms)), "");
   EXPECT_EQ(show(m.on_outcome(0, got(7), t0 + 1ms)), "") << "a duplicate outcome is ignored";
@@ -98,7 +98,7 @@ TEST(round_machine, a_busy_member_releases_the_round_and_pauses_before_the_next)
   EXPECT_GE(*a.timer, t0 + 1ms + 5ms);
   EXPECT_LE(*a.timer, t0 + 1ms + 100ms);
   EXPECT_EQ(show(m.on_outcome(0, got(1), t0 + 2ms)), "") << "the round is settled";
-  EXPECT_EQ(show(m.on_timer(*a.timer)), "attempt");
+  EXPECT_EQ(show(m.on_timer(*a.timer)), "attempt timer(+10050ms)");
   m.on_outcome(0, got(2), *a.timer);
   EXPECT_EQ(show(m.on_outcome(1, got(3), *a.timer)), "complete(ok)");
 }
@@ -134,16 +134,42 @@ TEST(round_machine, the_deadline_ends_it_with_a_timeout_and_bounds_the_pause) {
             "release complete(" + make_error_code(errc::timeout).message() + ")");
 }
 
-TEST(round_machine, a_try_is_one_round) {
+TEST(round_machine, a_try_is_one_round_decided_by_its_first_busy_member) {
   machine m{all_of(2, 0ms)};
-  m.start(t0);
-  m.on_outcome(0, busy(100ms), t0 + 1ms);
-  EXPECT_EQ(show(m.on_outcome(1, got(4), t0 + 1ms)),
+  EXPECT_EQ(show(m.start(t0)), "attempt") << "bounded by its attempts' timeouts";
+  EXPECT_EQ(show(m.on_outcome(0, busy(100ms), t0 + 1ms)),
             "release complete(" + make_error_code(errc::timeout).message() + ")");
+  EXPECT_FALSE(m.accepts(1)) << "the other member's outcome is released by the shell";
+  EXPECT_EQ(show(m.on_outcome(1, got(4), t0 + 1ms)), "");
 }
 
-TEST(round_machine, unreachable_members_end_at_the_deadline_with_their_error_not_a_timeout) {
-  machine m{all_of(2, 0ms)};
+TEST(round_machine, red_lock_does_not_wait_for_a_straggler_once_a_majority_holds) {
+  machine m{majority_of(5)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0);
+  m.on_outcome(3, failed(errc::connection_refused), t0);
+  m.on_outcome(1, got(2), t0);
+  EXPECT_TRUE(m.accepts(2));
+  EXPECT_EQ(show(m.on_outcome(2, got(3), t0 + 1ms)), "timer(+3ms)")
+      << "member 4, still out, gets as long again as the quorum took (at least 2 ms)";
+  EXPECT_EQ(show(m.on_timer(t0 + 3ms)), "floor(3) timer(+1050ms)");
+  EXPECT_FALSE(m.accepts(4));
+  EXPECT_EQ(show(m.on_outcome(4, got(9), t0 + 2s)), "");
+  for (std::size_t i : {0u, 1u, 2u}) m.on_floor(i, true, t0 + 2ms);
+  EXPECT_TRUE(m.done());
+  EXPECT_EQ(m.token(), 3u) << "the straggler is not part of the lease";
+}
+
+TEST(round_machine, red_lock_gives_up_a_round_once_a_majority_is_out_of_reach) {
+  machine m{majority_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(0, busy(5000ms), t0);
+  const auto a = m.on_outcome(2, failed(errc::timeout), t0 + 1ms);
+  EXPECT_TRUE(a.release && a.timer && !a.complete) << show(a);
+}
+
+TEST(round_machine, an_unreachable_member_ends_it_with_its_error_not_a_timeout) {
+  machine m{all_of(2, 10s)};
   m.start(t0);
   m.on_outcome(0, got(4), t0);
   EXPECT_EQ(show(m.on_outcome(1, failed(errc::connection_refused), t0 + 1ms)),
@@ -154,8 +180,7 @@ TEST(round_machine, an_error_no_retry_can_change_ends_it_at_once) {
   machine m{all_of(3, 10s)};
   m.start(t0);
   m.on_outcome(0, got(4), t0);
-  m.on_outcome(1, failed(errc::wrong_kind), t0);
-  EXPECT_EQ(show(m.on_outcome(2, got(5), t0)),
+  EXPECT_EQ(show(m.on_outcome(1, failed(errc::wrong_kind), t0)),
             "release complete(" + make_error_code(errc::wrong_kind).message() + ")");
 }
 
@@ -164,7 +189,7 @@ TEST(round_machine, red_lock_succeeds_at_a_majority_and_writes_the_largest_token
   m.start(t0);
   m.on_outcome(0, got(100), t0 + 1ms);
   m.on_outcome(1, failed(errc::connection_refused), t0 + 2ms);
-  EXPECT_EQ(show(m.on_outcome(2, got(5000), t0 + 3ms)), "floor(5000)");
+  EXPECT_EQ(show(m.on_outcome(2, got(5000), t0 + 3ms)), "floor(5000) timer(+1050ms)");
   EXPECT_EQ(show(m.on_floor(1, true, t0 + 4ms)), "") << "member 1 holds nothing";
   EXPECT_EQ(show(m.on_floor(0, true, t0 + 4ms)), "");
   EXPECT_EQ(show(m.on_floor(2, true, t0 + 4ms)), "complete(ok)");
@@ -195,8 +220,8 @@ TEST(round_machine, red_lock_fails_below_a_majority_and_when_validity_ran_out) {
   machine v{majority_of(3, 10s)};
   v.start(t0);
   v.on_outcome(0, got(1, 29s), t0);
-  v.on_outcome(1, got(2, 50ms), t0);
-  a = v.on_outcome(2, busy(100ms), t0 + 60ms);
+  EXPECT_EQ(show(v.on_outcome(1, got(2, 50ms), t0 + 60ms)), "timer(+120ms)");
+  a = v.on_timer(t0 + 120ms);
   EXPECT_TRUE(a.release && a.timer) << "the second trust ended before the round settled";
   EXPECT_EQ(v.valid_until(), t0 + 50ms);
 }
@@ -206,12 +231,11 @@ TEST(round_machine, red_lock_survives_final_errors_of_a_minority_only) {
   m.start(t0);
   m.on_outcome(0, failed(errc::wrong_type), t0);
   m.on_outcome(1, got(1), t0);
-  EXPECT_EQ(show(m.on_outcome(2, got(2), t0)), "floor(2)");
+  EXPECT_EQ(show(m.on_outcome(2, got(2), t0)), "floor(2) timer(+10050ms)");
   machine n{majority_of(3, 10s)};
   n.start(t0);
   n.on_outcome(0, failed(errc::wrong_type), t0);
-  n.on_outcome(1, failed(errc::no_permission), t0);
-  EXPECT_EQ(show(n.on_outcome(2, got(2), t0)),
+  EXPECT_EQ(show(n.on_outcome(1, failed(errc::no_permission), t0)),
             "release complete(" + make_error_code(errc::no_permission).message() + ")");
 }
 
@@ -229,6 +253,53 @@ TEST(round_machine, cancellation_completes_at_once_and_releases_a_round_in_fligh
   EXPECT_EQ(show(p.on_cancel(aborted, t0)), "complete(" + aborted.message() + ")")
       << "pausing: nothing held";
   EXPECT_EQ(show(p.on_timer(t0 + 1s)), "");
+}
+
+TEST(round_machine, a_round_still_out_past_the_deadline_ends_it) {
+  machine m{majority_of(3, 300ms)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0 + 1ms);
+  EXPECT_EQ(show(m.on_timer(t0 + 200ms)), "") << "an early firing does nothing";
+  EXPECT_EQ(show(m.on_timer(t0 + 350ms)),
+            "release complete(" + make_error_code(errc::timeout).message() + ")");
+  EXPECT_EQ(show(m.on_outcome(1, got(2), t0 + 2s)), "") << "released by the shell";
+  machine f{majority_of(3, 300ms)};
+  f.start(t0);
+  f.on_outcome(0, got(1), t0);
+  f.on_outcome(1, got(2), t0);
+  EXPECT_EQ(show(f.on_timer(t0 + 2ms)), "floor(2) timer(+350ms)");
+  EXPECT_EQ(show(f.on_timer(t0 + 350ms)),
+            "release complete(" + make_error_code(errc::timeout).message() + ")")
+      << "a floor still out at the deadline";
+}
+
+TEST(round_machine, retryable_errors_are_retried_and_reported_at_the_deadline_unless_held) {
+  machine m{all_of(1, 100ms)};
+  m.start(t0);
+  auto a = m.on_outcome(0, failed(errc::loading), t0 + 1ms);
+  EXPECT_TRUE(a.release && a.timer && !a.complete) << show(a);
+  m.on_timer(*a.timer);
+  EXPECT_EQ(show(m.on_timer(t0 + 150ms)),
+            "release complete(" + make_error_code(errc::loading).message() + ")")
+      << "the last round, still out at the deadline, does not hide the error before it";
+  machine b{all_of(1, 100ms)};
+  b.start(t0);
+  a = b.on_outcome(0, busy(1000ms), t0);
+  b.on_timer(*a.timer);
+  EXPECT_EQ(show(b.on_outcome(0, failed(errc::connection_lost), t0 + 100ms)),
+            "release complete(" + make_error_code(errc::timeout).message() + ")");
+}
+
+TEST(round_machine, red_lock_tolerates_an_unreachable_minority_in_every_round) {
+  machine m{majority_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(0, failed(errc::connection_refused), t0);
+  auto a = m.on_outcome(1, busy(100ms), t0);
+  EXPECT_TRUE(a.release && a.timer && !a.complete) << show(a);
+  m.on_timer(*a.timer);
+  m.on_outcome(0, failed(errc::connection_refused), *a.timer);
+  m.on_outcome(1, got(1), *a.timer);
+  EXPECT_EQ(show(m.on_outcome(2, got(2), *a.timer)), "floor(2) timer(+10050ms)");
 }
 
 TEST(round_machine, bad_parameters_are_refused) {
