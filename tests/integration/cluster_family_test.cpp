@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <future>
+#include <memory>
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dlock/client.hpp"
 #include "dlock/counting_semaphore.hpp"
@@ -16,6 +18,7 @@
 #include "dlock/keys.hpp"
 #include "dlock/latch.hpp"
 #include "dlock/leased_semaphore.hpp"
+#include "dlock/multi_lock.hpp"
 #include "dlock/shared_mutex.hpp"
 #include "support/redis_cluster.hpp"
 #include "test_util.hpp"
@@ -155,6 +158,53 @@ TEST_F(on_cluster, counting_permits_and_a_latch_wake_on_shard_channels) {
   EXPECT_EQ(ec, dlock::errc::invalid_argument);
   EXPECT_FALSE(tagged.try_wait(ec));
   EXPECT_EQ(ec, dlock::errc::invalid_argument);
+}
+
+TEST_F(on_cluster, a_multi_lock_takes_one_slots_members_in_one_script_and_the_others_at_once) {
+  auto& c = *cluster_;
+  dlock::client a{family_cluster_config(c)}, b{family_cluster_config(c)};
+  const auto tag = dlock::test::unique_name("t");
+  const std::vector<std::string> names{"a{" + tag + "}", "b{" + tag + "}",
+                                       dlock::test::unique_name("x"),
+                                       dlock::test::unique_name("y")};
+  std::vector<std::unique_ptr<dlock::mutex>> ms;
+  std::vector<std::reference_wrapper<dlock::mutex>> refs;
+  for (const auto& n : names) {
+    ms.push_back(std::make_unique<dlock::mutex>(a, n));
+    refs.emplace_back(*ms.back());
+  }
+  dlock::multi_lock all{refs};
+  ASSERT_TRUE(all.try_lock_for(5s));  // loads the script where it runs
+  all.unlock();
+  auto scripts_run = [&] {
+    long long n = 0;
+    for (const auto& node : c.nodes()) {
+      n += dlock::test::command_stat(*node, "evalsha") + dlock::test::command_stat(*node, "eval");
+    }
+    return n;
+  };
+  const auto before = scripts_run();
+  ASSERT_TRUE(all.try_lock_for(5s));
+  EXPECT_EQ(scripts_run() - before, 3) << "three slots, three scripts";
+  for (const auto& n : names) {
+    EXPECT_EQ(c.command_on_slot(dlock::keys::slot(n), {"HLEN", n}), ":1") << n;
+  }
+  const auto tokens = all.fencing_tokens();
+  EXPECT_LT(tokens[0], tokens[1]) << "one script issues its tokens in order";
+  // A member held elsewhere: nothing of the others stays taken.
+  all.unlock();
+  dlock::mutex y{b, names[3]};
+  y.lock();
+  EXPECT_FALSE(all.try_lock_for(300ms));
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(dlock::test::wait_until(
+        [&] {
+          return c.command_on_slot(dlock::keys::slot(names[i]), {"EXISTS", names[i]}) == ":0";
+        },
+        2s))
+        << names[i];
+  }
+  y.unlock();
 }
 
 }  // namespace cluster_family
