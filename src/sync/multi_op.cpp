@@ -11,6 +11,7 @@
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
 #include "runtime/owner.hpp"
+#include "runtime/waiters.hpp"
 #include "sync/group_attempt.hpp"
 #include "sync/round_machine.hpp"
 
@@ -40,6 +41,48 @@ std::uint64_t seed() {
   static std::atomic<std::uint64_t> n{std::random_device{}()};
   return n.fetch_add(0x9e3779b97f4a7c15ULL);
 }
+
+// Listens, on one member's client, for that member's unlock (Redisson's channel of the name and
+// dlock's, as a mutex waiter does) and tells the operation. Registered and removed on that
+// client's I/O thread; alive while registered.
+class round_waiter final : public waiter {
+ public:
+  round_waiter(std::function<void()> woken, client_impl& c, std::string name)
+      : woken_{std::move(woken)}, c_{c}, topic_{lock_kind::mutex, std::move(name), {}} {}
+
+  static void listen(const std::shared_ptr<round_waiter>& w, std::uint64_t since) {
+    w->c_.post_if_running([w, since] {
+      w->self_ = w;
+      if (w->c_.waiters().add(w->topic_, w.get(), since)) w->wake(false);
+    });
+  }
+  static void stop(const std::shared_ptr<round_waiter>& w) {
+    w->c_.post_if_running([w] {
+      if (!w->self_) return;
+      w->c_.waiters().remove(w->topic_, w.get());
+      w->self_.reset();
+    });
+  }
+  void wake(bool foreign) override {
+    if (passing_) return;
+    // A `0` wakes one waiter of this process: this operation may not take the lock (another
+    // member may be held), so a waiter of the name beside it hears it too.
+    if (foreign && c_.waiters().waiters(topic_.key()) > 1) {
+      passing_ = true;
+      c_.waiters().pass_on(topic_.key());
+      passing_ = false;
+    }
+    woken_();
+  }
+  void wake_by(clock::time_point) override {}  // the round's own pause is shorter than a yield
+
+ private:
+  std::function<void()> woken_;
+  client_impl& c_;
+  const wait_topic topic_;
+  std::shared_ptr<round_waiter> self_;
+  bool passing_ = false;
+};
 
 class group_op final : public abortable, public std::enable_shared_from_this<group_op> {
  public:
@@ -94,6 +137,22 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
     if (a.attempt) attempt();
     if (a.floor) floor(*a.floor);
     if (a.timer) arm(*a.timer);
+    if (a.listen && !listening_) listen(*a.listen);
+  }
+
+  // Listens for member i's unlock until the operation completes.
+  void listen(std::size_t i) {
+    auto& c = *members_[i].client;
+    std::weak_ptr<group_op> weak = shared_from_this();
+    listening_ = std::make_shared<round_waiter>(
+        [weak] {
+          if (auto self = weak.lock()) {
+            lock_t lk{self->mu_};
+            self->step(self->m_.on_wake(clock::now()), lk);
+          }
+        },
+        c, members_[i].name);
+    round_waiter::listen(listening_, marks_[i]);
   }
 
   // On the first member's I/O thread.
@@ -118,6 +177,12 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
       const auto budget = attempt_budget(lease, c.cfg().command_timeout);
       auto self = shared_from_this();
       const bool running = c.post_if_running([self, round, g, holds, budget, &c]() mutable {
+        {
+          // What the waiters heard before this attempt: a listener registered after its reply
+          // is woken by anything heard since (the unlock may come in between).
+          std::lock_guard lk{self->mu_};
+          for (auto i : self->groups_[g]) self->marks_[i] = c.waiters().mark();
+        }
         send_group_attempt(c, holds, budget, [self, round, g, holds](group_result r) {
           self->on_group(round, g, r, holds);
         });
@@ -213,6 +278,7 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
     std::vector<lease> out;
     if (!ec) out = std::move(leases_);
     leases_ = std::vector<lease>(members_.size());
+    if (listening_) round_waiter::stop(std::exchange(listening_, nullptr));
     auto& first = *members_.front().client;
     if (first.on_io_thread()) {
       untrack();
@@ -231,7 +297,9 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
   round_machine m_;
   std::uint64_t round_ = 0, timer_gen_ = 0;
   std::vector<lease> leases_;  // this round's acquisitions, by member
-  asio::steady_timer timer_;   // the first member's I/O thread only
+  std::vector<std::uint64_t> marks_ = std::vector<std::uint64_t>(members_.size());
+  std::shared_ptr<round_waiter> listening_;
+  asio::steady_timer timer_;  // the first member's I/O thread only
   completion<std::vector<lease>> done_;
   std::shared_ptr<group_op> self_;  // while tracked by the first member's client
 };

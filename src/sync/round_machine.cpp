@@ -26,6 +26,7 @@ round_machine::actions round_machine::start(clock::time_point now) {
   std::fill(answered_.begin(), answered_.end(), false);
   pending_ = p_.members;
   round_start_ = now;
+  wake_pending_ = false;
   stragglers_by_.reset();
   actions a;
   a.attempt = true;
@@ -151,15 +152,21 @@ round_machine::actions round_machine::retry(clock::time_point now) {
   std::uniform_int_distribution<std::int64_t> pick{p_.pause_min.count(), p_.pause_max.count()};
   auto pause = std::chrono::milliseconds{pick(rng_)};
   // A busy member whose lease ends sooner: try again just after it (a holder that died).
-  for (const auto& o : outcomes_) {
-    if (o.pttl && o.pttl->count() >= 0)
-      pause = std::min(pause, *o.pttl + std::chrono::milliseconds{1});
+  std::optional<std::size_t> first_busy;
+  for (std::size_t i = 0; i < outcomes_.size(); ++i) {
+    const auto& o = outcomes_[i];
+    if (!o.pttl) continue;
+    if (!first_busy) first_busy = i;
+    if (o.pttl->count() >= 0) pause = std::min(pause, *o.pttl + std::chrono::milliseconds{1});
   }
+  // Woken while the round was out: the lock it found held may be free already.
+  if (wake_pending_) pause = std::min(pause, p_.pause_min);
   auto at = now + pause;
   if (p_.deadline) at = std::min(at, *p_.deadline);
   actions a;
   a.release = true;
   a.timer = at;
+  a.listen = first_busy;
   return a;
 }
 
@@ -171,6 +178,12 @@ round_machine::actions round_machine::on_timer(clock::time_point now) {
   }
   if (phase_ != phase::pausing) return {};
   return start(now);
+}
+
+round_machine::actions round_machine::on_wake(clock::time_point now) {
+  if (phase_ == phase::pausing) return start(now);
+  if (phase_ == phase::attempting || phase_ == phase::flooring) wake_pending_ = true;
+  return {};
 }
 
 round_machine::actions round_machine::on_cancel(std::error_code ec, clock::time_point) {

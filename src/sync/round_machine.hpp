@@ -14,7 +14,8 @@
 //   of the members', is first written back to every acquired member, and at least `needed` must
 //   acknowledge it;
 // - otherwise everything the round took is released in the background, and the next round
-//   starts after a jittered pause (shorter when the busy members' leases end sooner), or the
+//   starts after a jittered pause (shorter when the busy members' leases end sooner; cut short
+//   when the first member found held is unlocked: the shell listens to its channels), or the
 //   acquisition ends at its deadline: errc::timeout when members were held by others, else the
 //   last error (a quorum out of reach is not "held").
 // Errors that the next round would meet again (a refused connection, a key of another type, a
@@ -70,6 +71,8 @@ class round_machine {
     // (Re)arm the timer: the pause before the next round, or the deadline of a round out.
     std::optional<clock::time_point> timer;
     std::optional<std::error_code> complete;  // {}: acquired
+    // Listen for this member's unlock (the first member found held): it ends the pause early.
+    std::optional<std::size_t> listen;
   };
 
   explicit round_machine(params p);
@@ -79,6 +82,9 @@ class round_machine {
   // The floor write to `member` (acquired this round) was acknowledged, or failed.
   actions on_floor(std::size_t member, bool ok, clock::time_point now);
   actions on_timer(clock::time_point now);
+  // The listened member's lock was released (or its channel (re)subscribed): pausing, the next
+  // round starts now; during a round, the pause after it is short.
+  actions on_wake(clock::time_point now);
   actions on_cancel(std::error_code ec, clock::time_point now);
 
   bool done() const noexcept { return phase_ == phase::done; }
@@ -108,6 +114,7 @@ class round_machine {
   // What the deadline reports: errc::timeout if some round found a member held by another owner,
   // else the last error (an unreachable quorum is not "held").
   bool busy_seen_ = false;
+  bool wake_pending_ = false;  // woken during a round: the pause after it is short
   std::error_code last_error_;
   std::mt19937_64 rng_;
 };

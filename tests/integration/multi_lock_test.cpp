@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "mutex_helpers.hpp"
+#include "runtime/client_access.hpp"
+#include "runtime/client_impl.hpp"
+#include "runtime/waiters.hpp"
 #include "support/redis_server.hpp"
 #include "test_util.hpp"
 
@@ -102,6 +105,26 @@ TEST(multi_lock, members_on_several_servers_are_taken_at_once_and_all_released_o
   std::this_thread::sleep_for(200ms);
   h3.unlock();
   EXPECT_TRUE(got.get());
+}
+
+TEST(multi_lock, a_waiting_multi_lock_listens_for_the_held_members_unlock_and_stops_after) {
+  redis_server srv;
+  dlock::client c{config_for(srv)}, other{config_for(srv)};
+  const auto a = unique_name("listen"), b = unique_name("listen");
+  dlock::mutex ma{c, a}, mb{c, b}, held{other, b};
+  held.lock();
+  dlock::multi_lock both{ma, mb};
+  auto got = std::async(std::launch::async, [&] {
+    const bool ok = both.try_lock_for(10s);
+    if (ok) both.unlock();
+    return ok;
+  });
+  auto& impl = dlock::detail::client_access::impl(c);
+  ASSERT_TRUE(wait_until([&] { return impl.waiters().names() == 1; }, 5s))
+      << "registered as a waiter of the held member's name";
+  held.unlock();
+  EXPECT_TRUE(got.get());
+  EXPECT_TRUE(wait_until([&] { return impl.waiters().names() == 0; }, 2s)) << "and left after";
 }
 
 TEST(multi_lock, is_lost_when_any_member_is_lost) {

@@ -302,6 +302,24 @@ TEST(round_machine, red_lock_tolerates_an_unreachable_minority_in_every_round) {
   EXPECT_EQ(show(m.on_outcome(2, got(2), *a.timer)), "floor(2) timer(+10050ms)");
 }
 
+TEST(round_machine, listens_to_the_first_member_found_held_and_its_unlock_ends_the_pause) {
+  machine m{all_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(0, got(1), t0);
+  auto a = m.on_outcome(1, busy(5000ms), t0);
+  ASSERT_TRUE(a.listen) << "decided by the first member found held: " << show(a);
+  EXPECT_EQ(*a.listen, 1u);
+  EXPECT_EQ(show(m.on_wake(t0 + 1ms)), "attempt timer(+10050ms)");
+  EXPECT_EQ(show(m.on_wake(t0 + 2ms)), "") << "during a round: noted";
+  m.on_outcome(0, got(1), t0 + 3ms);
+  m.on_outcome(1, got(2), t0 + 3ms);
+  a = m.on_outcome(2, busy(5000ms), t0 + 3ms);
+  ASSERT_TRUE(a.timer);
+  EXPECT_EQ(*a.timer, t0 + 3ms + 5ms) << "woken during the round: the shortest pause";
+  m.on_cancel(asio::error::operation_aborted, t0 + 4ms);
+  EXPECT_EQ(show(m.on_wake(t0 + 5ms)), "");
+}
+
 TEST(round_machine, bad_parameters_are_refused) {
   machine m{all_of(0)};
   EXPECT_EQ(show(m.start(t0)),
