@@ -20,6 +20,7 @@ TEST_P(examples, run_against_a_real_server) {
 
 INSTANTIATE_TEST_SUITE_P(all, examples,
                          ::testing::Values("lock_guard", "async_lease", "fencing", "fair_queue",
-                                           "read_mostly", "report_jobs", "shards_loaded"));
+                                           "read_mostly", "report_jobs", "shards_loaded",
+                                           "transfer", "nightly_report"));
 
 }  // namespace
