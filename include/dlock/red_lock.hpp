@@ -9,14 +9,15 @@
 //   }
 //
 // Acquisition rounds attempt every server at once, each with a timeout small against the lease
-// (a tenth of it, at most the client's command timeout), and succeed when at least ⌊N/2⌋+1
+// (a tenth of it, at most the client's command timeout), and succeed when at least N/2+1
 // servers took the name and the validity — lease − elapsed − drift, from the round's sends — is
 // still ahead. The fencing token is the largest of the quorum's tokens, and it is written back
 // to every server that holds it as a floor of its counters before the call completes: any later
 // quorum shares a server with this one, so its token is larger. A failed round releases what it
 // took at once, in the background, and the next follows after a random pause (5-100 ms, shorter
-// when the holder's lease ends sooner); a dead server costs a round its attempt timeout, not a
-// retry interval per server.
+// when the holder's lease ends sooner) or at once when the name is unlocked. A round is decided
+// as soon as a majority holds and the rest had as long again (a dead server does not slow every
+// acquisition down), or as soon as a majority is out of reach.
 //
 // While held, the watchdog (or the fixed lease) keeps the name on every member; lease_lost() is
 // requested when fewer than a majority are still trusted, and lease_time_left() is the majority's
