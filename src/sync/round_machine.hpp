@@ -44,7 +44,7 @@ class round_machine {
   // A wait's round still out at its deadline gets this much longer (acquire_machine's grace).
   static constexpr std::chrono::milliseconds grace{50};
   // Once a quorum holds, the members still out get as long again as it took, at least this.
-  static constexpr std::chrono::milliseconds straggler_min{2};
+  static constexpr std::chrono::milliseconds straggler_min{5};
 
   struct params {
     std::size_t members = 1;

@@ -150,9 +150,9 @@ TEST(round_machine, red_lock_does_not_wait_for_a_straggler_once_a_majority_holds
   m.on_outcome(3, failed(errc::connection_refused), t0);
   m.on_outcome(1, got(2), t0);
   EXPECT_TRUE(m.accepts(2));
-  EXPECT_EQ(show(m.on_outcome(2, got(3), t0 + 1ms)), "timer(+3ms)")
-      << "member 4, still out, gets as long again as the quorum took (at least 2 ms)";
-  EXPECT_EQ(show(m.on_timer(t0 + 3ms)), "floor(3) timer(+1050ms)");
+  EXPECT_EQ(show(m.on_outcome(2, got(3), t0 + 1ms)), "timer(+6ms)")
+      << "member 4, still out, gets as long again as the quorum took (at least 5 ms)";
+  EXPECT_EQ(show(m.on_timer(t0 + 6ms)), "floor(3) timer(+1050ms)");
   EXPECT_FALSE(m.accepts(4));
   EXPECT_EQ(show(m.on_outcome(4, got(9), t0 + 2s)), "");
   for (std::size_t i : {0u, 1u, 2u}) m.on_floor(i, true, t0 + 2ms);
@@ -267,7 +267,7 @@ TEST(round_machine, a_round_still_out_past_the_deadline_ends_it) {
   f.start(t0);
   f.on_outcome(0, got(1), t0);
   f.on_outcome(1, got(2), t0);
-  EXPECT_EQ(show(f.on_timer(t0 + 2ms)), "floor(2) timer(+350ms)");
+  EXPECT_EQ(show(f.on_timer(t0 + 5ms)), "floor(2) timer(+350ms)");
   EXPECT_EQ(show(f.on_timer(t0 + 350ms)),
             "release complete(" + make_error_code(errc::timeout).message() + ")")
       << "a floor still out at the deadline";
