@@ -2,6 +2,7 @@
 // statistics, option parsing, /proc readings and a tiny JSON writer. Header-only, no dlock.
 #pragma once
 
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +73,15 @@ inline double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
   return s / static_cast<double>(v.size());
+}
+
+// CPU seconds of this process so far, every thread (user + system): a workload divides a
+// window's by its pairs.
+inline double cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 // Resident set size of this process in bytes (/proc/self/statm).

@@ -41,7 +41,16 @@
 //       acquisitions in flight per client at a time, and reads Redis' used_memory and DBSIZE
 //       before, while holding and after releasing them; times taking and releasing them all.
 //
-// The workloads: load_permits.cpp (w1, w2 with --kind permits), load_pairs.cpp (w2),
+//   dlock_load w1|w2|w3 --kind red --urls U1,U2,... [w1: --mode sync|async --iterations 5000
+//       --warmup 200 --samples FILE; w2: --lockers 50 --seconds S --prefix P; w3: as above]
+//       dlock::red_lock over the servers of --urls (one client each, a majority needed): w1 one
+//       lock+unlock pair after the other on one name (sync: lock()/unlock(); async: a chain of
+//       async_lock/multi_lease::async_unlock), -> {"n", "p50_us", "p99_us", "errors"}; w2 `lockers`
+//       async chains on distinct names, -> {"pairs", "seconds", "pairs_per_s", "errors", "cpu_s"};
+//       w3 as the mutex's, with red_lock::try_lock_for (load_red.cpp).
+//
+// The workloads: load_permits.cpp (w1, w2 with --kind permits), load_red.cpp (--kind red),
+// load_pairs.cpp (w2),
 // load_one_name.cpp (w3, w4), load_many_locks.cpp (w5, w6).
 //
 // Exit status: 0 when the run completed (errors are reported in the JSON), 1 when it could not
@@ -64,9 +73,12 @@ int main(int argc, char** argv) {
   try {
     const bench::options opt{argc, argv, 2};
     const bool permits = opt.str("kind") == "permits";
+    const bool red = opt.str("kind") == "red";
     if (cmd == "w1" && permits) return bench::load::w1_permits(opt);
+    if (cmd == "w1" && red) return bench::load::w1_red(opt);
+    if (cmd == "w2" && red) return bench::load::w2_red(opt);
     if (cmd == "w2") return permits ? bench::load::w2_permits(opt) : bench::load::w2(opt);
-    if (cmd == "w3") return bench::load::w3(opt);
+    if (cmd == "w3") return red ? bench::load::w3_red(opt) : bench::load::w3(opt);
     if (cmd == "w4") return bench::load::w4(opt);
     if (cmd == "w5") return bench::load::w5(opt);
     if (cmd == "w6") return bench::load::w6(opt);

@@ -19,7 +19,8 @@ inline std::int64_t seconds_ns(const bench::options& opt, double fallback) {
 
 // --kind: which of dlock's locks a workload takes, each a detail::lock_base as dlock::mutex is:
 // mutex (the default), fair (fair_mutex), read or write (shared_mutex's read or write side).
-// (--kind permits, leased_semaphore's, is not a lock: w1 and w2 take it, load_permits.cpp.)
+// (--kind permits, leased_semaphore's, is not a lock: w1 and w2 take it, load_permits.cpp; nor is
+// --kind red, a red_lock over the servers of --urls: w1, w2 and w3 take it, load_red.cpp.)
 inline dlock::detail::lock_kind kind_of(const std::string& kind) {
   using dlock::detail::lock_kind;
   if (kind == "mutex") return lock_kind::mutex;
@@ -35,6 +36,9 @@ inline dlock::detail::lock_kind kind_of(const bench::options& opt) {
 int w2(const bench::options& opt);
 int w1_permits(const bench::options& opt);
 int w2_permits(const bench::options& opt);
+int w1_red(const bench::options& opt);
+int w2_red(const bench::options& opt);
+int w3_red(const bench::options& opt);
 int w3(const bench::options& opt);
 int w4(const bench::options& opt);
 int w5(const bench::options& opt);

@@ -1,6 +1,5 @@
 // dlock_load w2 (load.cpp): lockers on distinct names (or all on one), each a lock+unlock loop,
 // chained by completion handlers on one client (async) or a thread each (threads).
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <asio/post.hpp>
@@ -58,14 +57,6 @@ class async_locker {
   std::int64_t pairs_ = 0, errors_ = 0;
   std::promise<void> done_;
 };
-
-// CPU seconds of this process so far, every thread: the bench divides the window's by its pairs.
-double cpu_s() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // What the lockers did: every pair, the writers' among them, and the failures.
 struct tally {
@@ -151,7 +142,7 @@ int w2(const bench::options& opt) {
   client.ping();
   const auto t0 = bench::start_line(opt);
   const auto deadline = t0 + seconds_ns(opt, 3);
-  const double cpu0 = cpu_s();
+  const double cpu0 = bench::cpu_s();
   const auto t = mode == "async" ? run_async(client, p, lockers, deadline)
                                  : run_threads(client, p, lockers, deadline);
   const double secs = static_cast<double>(bench::mono_ns() - t0) / 1e9;
@@ -164,7 +155,7 @@ int w2(const bench::options& opt) {
                                   .field("seconds", secs)
                                   .field("pairs_per_s", static_cast<double>(t.pairs) / secs)
                                   .field("errors", t.errors)
-                                  .field("cpu_s", cpu_s() - cpu0)
+                                  .field("cpu_s", bench::cpu_s() - cpu0)
                                   .str());
   return 0;
 }

@@ -18,6 +18,8 @@ W1 and W2 also run on a local Redis Cluster of 3 masters and 3 replicas (bench/c
 it, bench/cluster_bench.py sums it up), its chunks in the same rotation as the single server's.
 fair_mutex runs W3 and shared_mutex a W2 on one name beside the mutex, both W6 (bench/family.py);
 leased_semaphore's permits run W1 and W2, and `dlock exec --permits` is timed (bench/semaphores.py).
+red_lock runs against node-redlock over 3 and 5 redis-servers of its own, each repetition after W2
+(bench/redlock.py, which also runs on its own).
 
 --quick: one repetition with small counts; writes the report and plots under --work unless
 --md/--plots say otherwise, and exits 1 unless every workload ran and produced numbers (their
@@ -44,6 +46,7 @@ import redis
 sys.dont_write_bytecode = True  # the modules below are bench/'s own: no __pycache__ in the tree
 import cluster_bench
 import family
+import redlock
 import semaphores
 from cluster import CLUSTER
 
@@ -249,6 +252,7 @@ class Runner:
         self.cluster = cluster_bench.ClusterBench(self, sys.modules[__name__])
         self.family = family.FamilyBench(self, sys.modules[__name__])
         self.semaphores = semaphores.SemaphoreBench(self, sys.modules[__name__])
+        self.redlock = redlock.RedlockBench(self, sys.modules[__name__])
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -317,8 +321,8 @@ class Runner:
 
     # ---- the floor ----------------------------------------------------------------------------
 
-    def redis_benchmark(self, args, timeout=300):
-        out = self.run_json(["redis-benchmark", "-h", "127.0.0.1", "-p", str(self.a.port), "--csv"] + args,
+    def redis_benchmark(self, args, timeout=300, port=None):
+        out = self.run_json(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port or self.a.port), "--csv"] + args,
                             timeout)
         rows = {}
         lines = [l for l in out.splitlines() if l.startswith('"')]
@@ -793,6 +797,7 @@ class Runner:
     def run(self):
         reps = self.size["reps"]
         self.step("cluster: start 3 masters + 3 replicas", self.cluster.start)
+        self.step("red_lock: start %d redis-servers" % redlock.SERVERS, self.redlock.start)
         w1_systems = ["ping", "floor-pair", "dlock"] + self.peers() + self.cluster.w1_systems() + \
             self.semaphores.w1_systems()
         w2_systems = ["dlock-async", "dlock-threads"] + self.peers() + self.cluster.w2_systems()
@@ -825,6 +830,7 @@ class Runner:
                     self.step("W2 %dx50 cluster statistics" % procs, self.cluster.w2_finish, procs, rep)
             self.step("permits statistics", self.semaphores.finish, rep)
             self.step("dlock exec --permits overhead", self.semaphores.exec_overhead, rep)
+            self.redlock.rep(rep)  # its own servers; a step per measurement
             self.step("floor: PING after a 1 ms hold", self.floor_idle_ping, rep)
             # dlock and its floor back to back (their ratio is taken per repetition), in turn first.
             for s in rot(w3_systems[:2]) + self.family.w3_systems() + rot(w3_systems[2:]):
@@ -1040,6 +1046,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "w6", "dlock-nofence", "bytes_per_lock", "≤ 200 B", ok_le(200.0), digits=0, unit=" B")
     runner.family.target_rows(row, rows.append)
     runner.semaphores.target_rows(row, rows.append)
+    runner.redlock.target_rows(row, rows.append)
     runner.cluster.target_rows(row)
     add("## Targets")
     add("")
@@ -1265,6 +1272,7 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
 
     runner.family.section(add, size)
     runner.semaphores.section(add, size)
+    runner.redlock.section(add, size)
     runner.cluster.section(add, size, m.get("nproc"))
 
     # ---- findings
@@ -1326,7 +1334,8 @@ def write_report(runner, md_path, plot_dir, plot_rel, findings_path, elapsed):
         "`bench/load.cpp` and `bench/load_*.cpp` (`dlock_load`, W2–W6), `bench/peers/` (redis-py "
         "and node-redlock), `bench/run.py` (the sitting, this report and the plots), `bench/family.py` "
         "(fair_mutex's and shared_mutex's rows and section), `bench/semaphores.py` (leased_semaphore's "
-        "and `dlock exec --permits`'), `bench/cluster.py` "
+        "and `dlock exec --permits`'), `bench/redlock.py` and `bench/redlock_report.py` (red_lock against "
+        "node-redlock over 3 and 5 servers), `bench/cluster.py` "
         "(the 3+3 cluster) and `bench/cluster_bench.py` (its rows and section), "
         "`bench/findings.md` (the analysis below the tables).")
     add("")
@@ -1483,10 +1492,11 @@ def check(runner):
                 "steady_commands_per_handoff", "acq_vs_floor",
                 "scripts_per_100_holds_per_period", "bytes_per_lock", "p50_vs_floor", "1x50_vs_floor",
                 "1x50_vs_best_peer", "4x50_vs_best_peer"}
-    extra_wants = runner.cluster.wants() + runner.family.wants() + runner.semaphores.wants()
+    extra_wants = runner.cluster.wants() + runner.family.wants() + runner.semaphores.wants() + runner.redlock.wants()
     want += extra_wants
     positive |= {m for _, _, m in extra_wants}
-    problems = ["step failed: " + e for e in res.errors] + problems_extra + runner.family.problems() + runner.semaphores.problems()
+    problems = ["step failed: " + e for e in res.errors] + problems_extra + runner.family.problems() + \
+        runner.semaphores.problems() + runner.redlock.problems()
     for w, s, m in want:
         vals = res.get(w, s, m)
         if not vals:
@@ -1527,6 +1537,7 @@ def main():
         runner.run()
     finally:
         runner.cluster.stop()
+        runner.redlock.stop()
     elapsed = time.monotonic() - t0
     base = a.work if a.quick else os.path.join(ROOT, "docs")
     md = os.path.abspath(a.md or os.path.join(base, "benchmarks.md"))

@@ -9,18 +9,23 @@
 //                           [--names A,B,...]
 //   node redlock_peer.js w2 --port P --lockers 50 --seconds S [--start-at NS] [--prefix P]
 //   node redlock_peer.js w3 --port P --name N --hold-us 1000 --think-us 1000 --seconds S
-//                           [--start-at NS] [--id K] [--poll-ms 1]
+//                           [--start-at NS] [--id K] [--poll-ms 1] [--jitter-ms 0]
+//   (every workload: --port P, --ports P1,P2,... or --cluster H:P,...)
 //
 // --cluster H:P,H:P,... runs on a Redis Cluster: Redlock over one ioredis Cluster client (those
 // nodes as seeds), as redlock's README describes for a single cluster. --names: W1's pairs cycle
 // over these names (each suffixed with the pid), one pair per name in turn; on a cluster the
 // bench gives one hash tag per master.
 //
-// One Redis server (Redlock with one client: no quorum round trips to other servers). Locks
-// have a 30 s TTL. A waiting lock() retries every --poll-ms ms without limit (redlock's
-// defaults are 10 retries, 200 ms apart; the bench passes 1 ms, the hold time: the peer's best
-// case for latency). Timestamps are process.hrtime.bigint(): CLOCK_MONOTONIC on Linux, the
-// clock every process on the host shares.
+// --ports P1,P2,...: Redlock in quorum mode over independent servers, one ioredis client each
+// (`new Redlock([c1, c2, ...])`; bench/redlock.py, against dlock::red_lock): a lock needs
+// ⌊N/2⌋+1 of them, and every attempt goes to all at once, as redlock does.
+//
+// Otherwise one Redis server (Redlock with one client: no quorum round trips to other servers).
+// Locks have a 30 s TTL. A waiting lock() retries every --poll-ms ms without limit, ± a random
+// --jitter-ms (default 0; redlock's defaults are 10 retries, 200 ms apart ± 100 ms; W3 passes
+// 1 ms, the hold time: the peer's best case for latency). Timestamps are
+// process.hrtime.bigint(): CLOCK_MONOTONIC on Linux, the clock every process on the host shares.
 'use strict';
 const fs = require('fs');
 const Redis = require('ioredis');
@@ -70,8 +75,8 @@ function percentile(sorted, q) {
   return sorted[rank - 1];
 }
 
-async function w1(a, client) {
-  const redlock = new Redlock([client], { retryCount: 0 });
+async function w1(a, clients) {
+  const redlock = new Redlock(clients, { retryCount: 0 });
   const names = (a.names ? a.names.split(',') : ['bench:w1:redlock']).map((b) => b + ':' + process.pid);
   for (let i = 0; i < a.warmup; i++) await (await redlock.lock(names[i % names.length], 30000)).unlock();
   const us = [];
@@ -88,8 +93,8 @@ async function w1(a, client) {
          mean_us: us.reduce((x, y) => x + y, 0) / us.length, min_us: s[0], max_us: s[s.length - 1] });
 }
 
-async function w2(a, client) {
-  const redlock = new Redlock([client], { retryCount: 0 });
+async function w2(a, clients) {
+  const redlock = new Redlock(clients, { retryCount: 0 });
   const prefix = a.prefix || 'bench:w2:redlock:' + process.pid;
   const t0 = await startLine(a.startAt);
   const deadline = t0 + BigInt(Math.round(a.seconds * 1e9));
@@ -114,8 +119,8 @@ async function w2(a, client) {
          cpu_s: (cpu.user + cpu.system) / 1e6 });
 }
 
-async function w3(a, client) {
-  const redlock = new Redlock([client], { retryCount: -1, retryDelay: a.pollMs, retryJitter: 0 });
+async function w3(a, clients) {
+  const redlock = new Redlock(clients, { retryCount: -1, retryDelay: a.pollMs, retryJitter: a.jitterMs });
   const t0 = await startLine(a.startAt);
   const deadline = t0 + BigInt(Math.round(a.seconds * 1e9));
   const events = [];
@@ -157,22 +162,23 @@ async function main() {
     samples: o.samples || '', lockers: Number(o.lockers || 50), seconds: Number(o.seconds || 3),
     startAt: BigInt(o['start-at'] || 0), prefix: o.prefix || '', name: o.name || 'bench:w3:redlock',
     holdUs: Number(o['hold-us'] || 1000), thinkUs: Number(o['think-us'] || 1000), id: Number(o.id || 0),
-    pollMs: Number(o['poll-ms'] || 1), names: o.names || '', cluster: o.cluster || '',
+    pollMs: Number(o['poll-ms'] || 1), jitterMs: Number(o['jitter-ms'] || 0), names: o.names || '',
+    cluster: o.cluster || '', ports: o.ports ? o.ports.split(',').map(Number) : [Number(o.port)],
   };
-  const client = a.cluster
-    ? new Redis.Cluster(a.cluster.split(',').map((s) => {
+  const clients = a.cluster
+    ? [new Redis.Cluster(a.cluster.split(',').map((s) => {
       const at = s.lastIndexOf(':');
       return { host: s.slice(0, at), port: Number(s.slice(at + 1)) };
-    }), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 } })
-    : new Redis({ host: a.host, port: a.port, lazyConnect: true, maxRetriesPerRequest: 1 });
-  await client.connect();
+    }), { lazyConnect: true, redisOptions: { maxRetriesPerRequest: 1 } })]
+    : a.ports.map((port) => new Redis({ host: a.host, port, lazyConnect: true, maxRetriesPerRequest: 1 }));
+  await Promise.all(clients.map((c) => c.connect()));
   try {
-    if (cmd === 'w1') await w1(a, client);
-    else if (cmd === 'w2') await w2(a, client);
-    else if (cmd === 'w3') await w3(a, client);
+    if (cmd === 'w1') await w1(a, clients);
+    else if (cmd === 'w2') await w2(a, clients);
+    else if (cmd === 'w3') await w3(a, clients);
     else throw new Error('unknown workload ' + cmd);
   } finally {
-    client.disconnect();
+    clients.forEach((c) => c.disconnect());
   }
 }
 
