@@ -24,7 +24,9 @@ target_link_libraries(dlock_fault_lab PUBLIC dlock)
 dlock_fault_lab_warnings(dlock_fault_lab)
 
 add_executable(dlock_fault_worker ${CMAKE_CURRENT_SOURCE_DIR}/fault_worker.cpp
-                                  ${CMAKE_CURRENT_SOURCE_DIR}/worker_lock.cpp)  # --lock, --kind
+                                  ${CMAKE_CURRENT_SOURCE_DIR}/worker_section.cpp
+                                  ${CMAKE_CURRENT_SOURCE_DIR}/worker_lock.cpp  # --lock, --kind
+                                  ${CMAKE_CURRENT_SOURCE_DIR}/worker_group_lock.cpp)  # red, multi
 target_link_libraries(dlock_fault_worker PRIVATE dlock_fault_lab)
 dlock_fault_lab_warnings(dlock_fault_worker)
 
@@ -44,7 +46,10 @@ add_executable(dlock_fault_tests
   ${CMAKE_CURRENT_SOURCE_DIR}/kinds_fault_test.cpp  # fair_mutex, shared_mutex: a holder frozen
   ${CMAKE_CURRENT_SOURCE_DIR}/kinds_self_check_test.cpp  # the read/write rule on a live run
   ${CMAKE_CURRENT_SOURCE_DIR}/checker_permits_test.cpp  # semaphores: at most N permits at once
-  ${CMAKE_CURRENT_SOURCE_DIR}/permits_fault_test.cpp)  # leased_semaphore: a holder frozen
+  ${CMAKE_CURRENT_SOURCE_DIR}/permits_fault_test.cpp  # leased_semaphore: a holder frozen
+  ${CMAKE_CURRENT_SOURCE_DIR}/red_fault_test.cpp  # red_lock: servers killed, frozen
+  ${CMAKE_CURRENT_SOURCE_DIR}/red_hazard_test.cpp  # red_lock: restart while held, the floor
+  ${CMAKE_CURRENT_SOURCE_DIR}/multi_fault_test.cpp)  # multi_lock: overlapping sets
 target_link_libraries(dlock_fault_tests PRIVATE dlock_fault_lab dlock_internal dlock_test_support
                                                GTest::gtest_main)
 dlock_fault_lab_warnings(dlock_fault_tests)

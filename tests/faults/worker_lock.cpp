@@ -1,13 +1,7 @@
 #include "worker_lock.hpp"
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstdlib>
-#include <future>
-#include <iostream>
-#include <mutex>
 #include <optional>
-#include <stop_token>
 #include <thread>
 #include <utility>
 
@@ -16,6 +10,7 @@
 #include "dlock/error.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/leased_semaphore.hpp"
+#include "worker_lease.hpp"
 
 namespace dlock::faults {
 
@@ -23,46 +18,7 @@ namespace worker_lock_detail {
 
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
-
-// Exit code 6: an acquisition hung past its wait + 30 s (dlock_fault_worker's usage).
-[[noreturn]] void acquire_hung() {
-  std::cerr << "dlock_fault_worker: acquire hung\n" << std::flush;
-  std::_Exit(6);
-}
-
-// A dlock::lease or dlock::permit: lost once the signal fired or no time is left. time_left()
-// reads the local deadline on this thread: a holder resuming from SIGSTOP sees zero at once,
-// before the client's I/O thread has run and requested lost().
-template <class Lease>
-bool lease_gone(const Lease& l) {
-  return l.lost().stop_requested() || l.time_left().count() <= 0;
-}
-
-// Sleeps `d`, or less if `l` is lost first. Wakes at the local deadline too; the watchdog may
-// have moved it on by then.
-template <class Lease>
-void hold_lease_for(const Lease& l, milliseconds d) {
-  using clock = std::chrono::steady_clock;
-  const auto until = clock::now() + d;
-  std::mutex mu;
-  std::condition_variable_any cv;
-  std::unique_lock lock{mu};
-  while (!lease_gone(l) && clock::now() < until) {
-    const auto deadline = clock::now() + l.time_left() + 1ms;
-    cv.wait_until(lock, l.lost(), std::min(until, deadline), [] { return false; });
-  }
-}
-
-// Runs an async acquisition `start(done)` whose completion is void(error_code, T); exits the
-// process (acquire_hung) if it has not completed within `wait` + 30 s.
-template <class T, class Start>
-std::pair<std::error_code, T> await_acquisition(milliseconds wait, Start start) {
-  auto p = std::make_shared<std::promise<std::pair<std::error_code, T>>>();
-  auto f = p->get_future();
-  start([p](std::error_code ec, T held) { p->set_value({ec, std::move(held)}); });
-  if (f.wait_for(wait + 30s) != std::future_status::ready) acquire_hung();
-  return f.get();
-}
+using namespace worker_lease;
 
 class dlock_held final : public held_lock {
  public:
