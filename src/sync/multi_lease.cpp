@@ -145,11 +145,16 @@ void multi_lease::start_unlock(detail::completion<> done) {
     } else if (ec != errc::not_owner) {
       t->other = ec;
     }
-    if (--t->pending > 0) return;
+    --t->pending;
+    // Done once enough members are released (a red_lock's dead server, whose release fails
+    // only after the connect timeout, does not hold the caller up), or when all answered.
+    if (!t->done || (t->pending > 0 && t->released < t->needed)) return;
     std::error_code out;
     if (t->released < t->needed) out = t->lost ? t->lost : t->other ? t->other : errc::lease_lost;
+    auto finish = std::move(t->done);
+    t->done = nullptr;
     lock.unlock();
-    t->done(out);
+    finish(out);
   };
   for (auto& m : members_) {
     if (m.owns()) {

@@ -200,23 +200,28 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
   void on_group(std::uint64_t round, std::size_t g, const group_result& r,
                 const std::vector<std::shared_ptr<hold_state>>& holds) {
     lock_t lk{mu_};
+    const bool counts = round == round_ && m_.accepts(groups_[g].front());
+    // Taken but not kept: a late reply (an earlier round's, or one its round was decided
+    // without), or the replicas fell short: what it took goes back at once.
     std::vector<lease> taken;
     if (r.held) {
       for (std::size_t k = 0; k < holds.size(); ++k) {
         taken.push_back(lease_access::make(members_[groups_[g][k]].client, holds[k]));
       }
     }
-    // A late reply (its round was decided without it), or the replicas fell short: what it
-    // took goes back at once.
-    if (round != round_ || !m_.accepts(groups_[g].front()) || r.ec) taken.clear();
+    if (!counts || r.ec) taken.clear();
     round_machine::actions a;
     for (std::size_t k = 0; k < groups_[g].size(); ++k) {
       const auto i = groups_[g][k];
       round_machine::outcome o;
       o.ec = r.ec;
       o.pttl = r.pttl;
-      if (!taken.empty()) {
-        o.acquired = true;
+      o.acquired = r.held && !r.ec;
+      if (!counts) {
+        m_.on_late(i, o);
+        continue;
+      }
+      if (o.acquired) {
         o.token = taken[k].fencing_token();
         o.trusted_until = clock::time_point{clock::duration{holds[k]->trusted_until.load()}};
         leases_[i] = std::move(taken[k]);
@@ -258,6 +263,12 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
     const auto gen = ++timer_gen_;
     auto self = shared_from_this();
     const bool running = members_.front().client->post_if_running([self, gen, at] {
+      // Posts from other threads may overtake one made on this thread: a newer arm() may have
+      // run already, and must not be undone.
+      {
+        lock_t lk{self->mu_};
+        if (gen != self->timer_gen_) return;
+      }
       self->timer_.expires_at(at);
       self->timer_.async_wait([self, gen](std::error_code ec) {
         if (ec) return;

@@ -15,7 +15,7 @@ bool is_retryable_outcome(std::error_code ec) {
 }
 
 round_machine::round_machine(params p)
-    : p_{p}, outcomes_(p.members), answered_(p.members), rng_{p.seed} {}
+    : p_{p}, outcomes_(p.members), answered_(p.members), suspect_(p.members), rng_{p.seed} {}
 
 round_machine::actions round_machine::start(clock::time_point now) {
   if (p_.members == 0 || p_.needed == 0 || p_.needed > p_.members) {
@@ -64,6 +64,7 @@ round_machine::actions round_machine::on_outcome(std::size_t member, const outco
   if (phase_ != phase::attempting || member >= p_.members || answered_[member]) return {};
   answered_[member] = true;
   outcomes_[member] = o;
+  on_late(member, o);
   if (o.pttl) busy_seen_ = true;
   if (o.ec) last_error_ = o.ec;
   if (--pending_ == 0) return settle(now);
@@ -73,7 +74,7 @@ round_machine::actions round_machine::on_outcome(std::size_t member, const outco
   // later is released by the shell (accepts() is false by then).
   std::size_t failed = 0;
   for (std::size_t i = 0; i < p_.members; ++i) {
-    if (answered_[i] && !outcomes_[i].acquired) ++failed;
+    if (answered_[i] ? !outcomes_[i].acquired : suspect_[i]) ++failed;
   }
   if (failed > p_.members - p_.needed) return settle(now);
   if (acquired() < p_.needed || stragglers_by_) return {};
@@ -92,11 +93,19 @@ std::optional<round_machine::clock::time_point> round_machine::round_timer() con
   return at;
 }
 
+// A member whose last answer (in its round or late) was an error is suspect: while its answer
+// is out, it is not counted on to make a quorum, so a dead or stopped server's attempt does not
+// hold every round up to its timeout. Any other answer, even late, clears it.
+void round_machine::on_late(std::size_t member, const outcome& o) noexcept {
+  if (member < p_.members) suspect_[member] = o.ec && !o.acquired;
+}
+
 bool round_machine::accepts(std::size_t member) const noexcept {
   return phase_ == phase::attempting && member < p_.members && !answered_[member];
 }
 
 round_machine::actions round_machine::settle(clock::time_point now) {
+  last_round_ = now - round_start_;
   // Members that answered with an error no retry changes soon (a refused connection, a key of
   // another type): with too many of them the acquisition ends now, with that error, as a
   // mutex's does.
@@ -181,7 +190,17 @@ round_machine::actions round_machine::on_timer(clock::time_point now) {
 }
 
 round_machine::actions round_machine::on_wake(clock::time_point now) {
-  if (phase_ == phase::pausing) return start(now);
+  if (phase_ == phase::pausing) {
+    // Every waiting process hears the same unlock: starting after a random part of a round's
+    // time lets one of them take every member before the others start, rather than all of them
+    // splitting the members and failing together.
+    if (last_round_ <= clock::duration::zero()) return start(now);
+    std::uniform_int_distribution<clock::rep> pick{0, last_round_.count()};
+    actions a;
+    a.timer = now + clock::duration{pick(rng_)};
+    if (p_.deadline) a.timer = std::min(*a.timer, *p_.deadline);
+    return a;
+  }
   if (phase_ == phase::attempting || phase_ == phase::flooring) wake_pending_ = true;
   return {};
 }

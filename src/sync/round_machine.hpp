@@ -83,11 +83,15 @@ class round_machine {
   actions on_floor(std::size_t member, bool ok, clock::time_point now);
   actions on_timer(clock::time_point now);
   // The listened member's lock was released (or its channel (re)subscribed): pausing, the next
-  // round starts now; during a round, the pause after it is short.
+  // round starts within a random part of the last round's time; during a round, the pause after
+  // it is short.
   actions on_wake(clock::time_point now);
   actions on_cancel(std::error_code ec, clock::time_point now);
 
   bool done() const noexcept { return phase_ == phase::done; }
+  // An outcome that does not count (an earlier round's, or one after its round was decided):
+  // it still tells whether the member answers.
+  void on_late(std::size_t member, const outcome& o) noexcept;
   // Whether an outcome of `member` counts now: its round is open and it has not answered.
   bool accepts(std::size_t member) const noexcept;
   const std::vector<outcome>& outcomes() const noexcept { return outcomes_; }
@@ -108,6 +112,8 @@ class round_machine {
   phase phase_ = phase::idle;
   std::vector<outcome> outcomes_;
   std::vector<bool> answered_;
+  std::vector<bool> suspect_;     // its last answer was an error (see on_late)
+  clock::duration last_round_{};  // how long the last round took to be decided
   std::size_t pending_ = 0, floors_ok_ = 0;
   clock::time_point round_start_{};
   std::optional<clock::time_point> stragglers_by_;  // a quorum holds: settle by then

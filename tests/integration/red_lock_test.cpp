@@ -118,6 +118,13 @@ TEST(red_lock, a_stopped_server_costs_a_round_its_attempt_timeout) {
   EXPECT_LT(took, 1500ms);
   EXPECT_GT(r.lease_time_left(), 500ms);
   r.unlock();
+  // Held on all three, then one stops: the unlock returns once a majority released.
+  f.servers[2]->resume();
+  ASSERT_TRUE(r.try_lock_for(5s, 2s));
+  f.servers[2]->pause();
+  const auto unlocking = steady::now();
+  r.unlock();
+  EXPECT_LT(steady::now() - unlocking, 1s) << "not the stopped server's command timeout";
   f.servers[2]->resume();
 }
 

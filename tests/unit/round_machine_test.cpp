@@ -320,6 +320,44 @@ TEST(round_machine, listens_to_the_first_member_found_held_and_its_unlock_ends_t
   EXPECT_EQ(show(m.on_wake(t0 + 5ms)), "");
 }
 
+TEST(round_machine, a_wake_starts_the_next_round_within_a_random_part_of_a_round) {
+  std::set<time_point> starts;
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    auto p = all_of(1, 10s);
+    p.seed = seed;
+    machine m{p};
+    m.start(t0);
+    m.on_outcome(0, busy(5000ms), t0 + 4ms);  // the round took 4 ms
+    const auto a = m.on_wake(t0 + 10ms);
+    ASSERT_TRUE(a.timer && !a.attempt) << show(a);
+    EXPECT_GE(*a.timer, t0 + 10ms);
+    EXPECT_LE(*a.timer, t0 + 14ms);
+    starts.insert(*a.timer);
+    EXPECT_EQ(show(m.on_timer(*a.timer)).substr(0, 7), "attempt");
+  }
+  EXPECT_GT(starts.size(), 5u);
+}
+
+TEST(round_machine, a_member_that_failed_last_round_is_not_waited_for_to_fail_this_one) {
+  machine m{majority_of(3, 10s)};
+  m.start(t0);
+  m.on_outcome(1, got(1), t0);
+  m.on_outcome(2, busy(1000ms), t0);
+  auto a = m.on_outcome(0, failed(errc::timeout), t0 + 100ms);  // a stopped server
+  ASSERT_TRUE(a.timer && a.release) << show(a);
+  m.on_timer(*a.timer);
+  a = m.on_outcome(2, busy(1000ms), *a.timer + 1ms);
+  EXPECT_TRUE(a.release && a.timer) << "member 0 is still out, and failed last time: " << show(a);
+  machine fresh{majority_of(3, 10s)};
+  fresh.start(t0);
+  EXPECT_EQ(show(fresh.on_outcome(2, busy(1000ms), t0)), "") << "no history: wait for member 0";
+  // Its late answer (the server is back) clears the suspicion.
+  a = m.on_timer(*a.timer);
+  m.on_late(0, got(5));
+  m.on_outcome(1, got(6), *a.timer);
+  EXPECT_EQ(show(m.on_outcome(2, busy(1000ms), *a.timer)), "") << "member 0 is waited for again";
+}
+
 TEST(round_machine, bad_parameters_are_refused) {
   machine m{all_of(0)};
   EXPECT_EQ(show(m.start(t0)),
