@@ -12,8 +12,9 @@
 // client (and, in a Redis Cluster, a slot) are taken by one script, all or none. When a member
 // is held by someone else, what the round took is released at once in the background, and the
 // next round follows after a jittered pause (5-100 ms, shorter when the holder's lease ends
-// sooner), or at once when that member is unlocked, until the deadline. A multi_lock never waits while holding a member, so two
-// multi_locks over overlapping sets cannot deadlock, and the jitter lets one of them through.
+// sooner), or soon after that member is unlocked, until the deadline. A multi_lock never waits
+// while holding a member, so two multi_locks over overlapping sets cannot deadlock, and the
+// jitter lets one of them through.
 // (Redisson's takes members one after another, waiting on each while holding the others.)
 //
 // What it guarantees: while held, every member is held by this acquisition. The combined lease

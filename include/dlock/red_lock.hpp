@@ -15,7 +15,7 @@
 // to every server that holds it as a floor of its counters before the call completes: any later
 // quorum shares a server with this one, so its token is larger. A failed round releases what it
 // took at once, in the background, and the next follows after a random pause (5-100 ms, shorter
-// when the holder's lease ends sooner) or at once when the name is unlocked. A round is decided
+// when the holder's lease ends sooner) or soon after the name is unlocked. A round is decided
 // as soon as a majority holds and the rest had as long again (a dead server does not slow every
 // acquisition down), or as soon as a majority is out of reach.
 //
