@@ -201,11 +201,27 @@ class ShardedPubSub:
         self.channels = set()
         self.pending_unsubscribes = {}  # channel -> SUNSUBSCRIBEs sent, not yet confirmed
 
+    def _master_of(self, channel):
+        """The channel's slot master; through a failover (the map serving no master for the slot
+        yet) asked again until the cluster's retry time, as Redisson resubscribes."""
+        deadline = time.monotonic() + self.cluster.retry_s
+        while True:
+            try:
+                return self.cluster.master_of(channel)
+            except redis.ResponseError:
+                if time.monotonic() >= deadline:
+                    raise
+            time.sleep(RETRY_PAUSE_S)
+            try:
+                self.cluster.refresh()
+            except redis.RedisError:
+                pass
+
     def _connect(self, channel, address=None):
         """A fresh connection to `address` (host, port), else to the channel's slot master."""
         self._drop()
         if address is None:
-            address = self.cluster.master_of(channel)
+            address = self._master_of(channel)
         self.sock = socket.create_connection(address, timeout=10)
         if self.auth:
             self.sock.sendall(resp_command("AUTH", *self.auth))
@@ -252,7 +268,7 @@ class ShardedPubSub:
 
     def subscribe(self, channel):
         self.channels.add(channel)
-        if self.sock is None or self.sock.getpeername()[:2] != self.cluster.master_of(channel):
+        if self.sock is None or self.sock.getpeername()[:2] != self._master_of(channel):
             self._resubscribe()
         else:
             self.sock.sendall(resp_command("SSUBSCRIBE", channel))
