@@ -106,11 +106,12 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
     // Tracked by the first member's client, which runs the timer: its shutdown ends the wait.
     auto& first = *members_.front().client;
     const bool running = first.post_if_running([self = shared_from_this()] {
+      lock_t lk{self->mu_};
+      if (self->m_.done()) return;  // cancelled before it started
       // Kept alive while tracked: the client's shutdown sweep calls abort() through a raw
       // pointer.
       self->self_ = self;
       self->members_.front().client->track(self.get());
-      lock_t lk{self->mu_};
       self->step(self->m_.start(clock::now()), lk);
     });
     if (!running) {

@@ -18,6 +18,7 @@ round_machine::round_machine(params p)
     : p_{p}, outcomes_(p.members), answered_(p.members), suspect_(p.members), rng_{p.seed} {}
 
 round_machine::actions round_machine::start(clock::time_point now) {
+  if (phase_ == phase::done) return {};
   if (p_.members == 0 || p_.needed == 0 || p_.needed > p_.members) {
     return finish(errc::invalid_argument);
   }

@@ -247,6 +247,9 @@ TEST(round_machine, cancellation_completes_at_once_and_releases_a_round_in_fligh
   EXPECT_EQ(show(m.on_cancel(aborted, t0)), "release complete(" + aborted.message() + ")");
   EXPECT_EQ(show(m.on_outcome(1, got(2), t0)), "");
   EXPECT_EQ(show(m.on_cancel(aborted, t0)), "");
+  machine early{all_of(1, 10s)};
+  EXPECT_EQ(show(early.on_cancel(aborted, t0)), "complete(" + aborted.message() + ")");
+  EXPECT_EQ(show(early.start(t0)), "") << "cancelled before it started: nothing is attempted";
   machine p{all_of(1, 10s)};
   p.start(t0);
   p.on_outcome(0, busy(1000ms), t0);
