@@ -7,9 +7,7 @@
 #include "runtime/renewal_schedule.hpp"
 
 namespace dlock::detail {
-namespace {
 
-// Server states that pass by themselves.
 bool is_transient(std::error_code ec) {
   return ec == errc::loading || ec == errc::busy || ec == errc::master_down ||
          ec == errc::no_replicas || ec == errc::try_again || ec == errc::cluster_down ||
@@ -19,8 +17,6 @@ bool is_transient(std::error_code ec) {
 bool is_lost_reply(std::error_code ec) {
   return ec == errc::timeout || ec == errc::connection_lost;
 }
-
-}  // namespace
 
 acquire_machine::actions acquire_machine::start(clock::time_point now) {
   waits_ = p_.have == 0 && (!p_.deadline || *p_.deadline > now);

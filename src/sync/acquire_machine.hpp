@@ -27,6 +27,11 @@
 
 namespace dlock::detail {
 
+// Server states that pass by themselves (BUSY, LOADING, a failover under way...): waited out.
+bool is_transient(std::error_code ec);
+// The reply was lost or came too late: the request may have run.
+bool is_lost_reply(std::error_code ec);
+
 class acquire_machine {
  public:
   using clock = std::chrono::steady_clock;

@@ -3,13 +3,11 @@
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
 #include "scripts/script.hpp"
+#include "sync/acquire_machine.hpp"
 #include "sync/mutex_ops.hpp"
 
 namespace dlock::detail {
 namespace {
-
-// The reply was lost or came too late: the script may have run.
-bool ambiguous(std::error_code ec) { return ec == errc::timeout || ec == errc::connection_lost; }
 
 // Acquired: each hold takes its token and goes to the watchdog, trusted from `sent`.
 void track(client_impl& c, const std::vector<std::shared_ptr<hold_state>>& holds,
@@ -48,7 +46,7 @@ void on_reply(client_impl& c, std::vector<std::shared_ptr<hold_state>> holds,
   out.sent = sent;
   if (!ec && !well_formed(r, holds.size())) ec = errc::protocol_error;
   if (ec) {
-    if (ambiguous(ec) || ec == errc::protocol_error) {
+    if (is_lost_reply(ec) || ec == errc::protocol_error) {
       for (auto& h : holds) give_back(c, h, 1, {}, sent + h->lease);
     }
     out.ec = ec;

@@ -4,15 +4,11 @@
 #include <asio/error.hpp>
 
 #include "dlock/error.hpp"
+#include "sync/acquire_machine.hpp"
 
 namespace dlock::detail {
 
-bool is_retryable_outcome(std::error_code ec) {
-  return ec == errc::timeout || ec == errc::connection_lost || ec == errc::loading ||
-         ec == errc::busy || ec == errc::master_down || ec == errc::no_replicas ||
-         ec == errc::try_again || ec == errc::cluster_down || ec == errc::max_clients ||
-         ec == errc::read_only;
-}
+bool is_retryable_outcome(std::error_code ec) { return is_lost_reply(ec) || is_transient(ec); }
 
 round_machine::round_machine(params p)
     : p_{p}, outcomes_(p.members), answered_(p.members), suspect_(p.members), rng_{p.seed} {}

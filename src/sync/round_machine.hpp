@@ -125,9 +125,10 @@ class round_machine {
   std::mt19937_64 rng_;
 };
 
-// Errors of an attempt that the next round may not meet (a lost reply, BUSY, LOADING, a
-// failover under way...). Any other error (a refused connection, a key of another type...) ends
-// the acquisition when its members leave fewer than `needed` reachable.
+// Errors of an attempt that the next round may not meet: a lost reply or a transient server
+// state, as an acquire_machine waits them out (acquire_machine.hpp). Any other error (a refused
+// connection, a key of another type...) ends the acquisition when its members leave fewer than
+// `needed` reachable.
 bool is_retryable_outcome(std::error_code ec);
 
 }  // namespace dlock::detail
