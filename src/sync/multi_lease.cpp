@@ -4,11 +4,11 @@
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 
 #include "dlock/error.hpp"
+#include "runtime/blocking.hpp"
 #include "runtime/client_impl.hpp"
 #include "sync/multi_op.hpp"
 
@@ -166,29 +166,23 @@ void multi_lease::start_unlock(detail::completion<> done) {
 }
 
 void multi_lease::unlock(std::error_code& ec) {
+  std::shared_ptr<detail::client_impl> any;
   for (const auto& m : members_) {
     auto c = detail::lease_access::client(m);
     if (c && c->on_io_thread()) {
       ec = errc::would_deadlock;  // waiting there would stop the thread that must answer
       return;
     }
+    if (c && !any) any = std::move(c);
   }
-  struct waiter {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::error_code ec;
-  };
-  auto w = std::make_shared<waiter>();
-  start_unlock([w](std::error_code e) {
-    std::lock_guard lock{w->mu};
-    w->ec = e;
-    w->done = true;
-    w->cv.notify_one();
+  if (!any) {
+    ec = owns() ? errc::shutdown : errc::not_owner;
+    return;
+  }
+  struct none {};
+  detail::run_blocking<none>(*any, ec, [&](detail::completion<none> done) {
+    start_unlock([done = std::move(done)](std::error_code e) mutable { done(e, none{}); });
   });
-  std::unique_lock lock{w->mu};
-  w->cv.wait(lock, [&] { return w->done; });
-  ec = w->ec;
 }
 
 void multi_lease::unlock() {
