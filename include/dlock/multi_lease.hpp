@@ -60,10 +60,11 @@ class multi_lease {
   // member's client whose loss decided it. It must not block.
   void on_lost(std::function<void()> fn);
 
-  // Releases every member at once. Errors: errc::not_owner (empty), errc::lease_lost (multi_lock:
-  // a member's lease was lost; red_lock: fewer than the needed members were still held), or a
-  // member's connection error (multi_lock; red_lock: when fewer than the needed members were
-  // released); the members it could release are released either way.
+  // Releases every member at once; completes once the needed members are released (a
+  // red_lock's remaining releases finish in the background). Errors: errc::not_owner (empty),
+  // errc::lease_lost (multi_lock: a member's lease was lost; red_lock: fewer than the needed
+  // members were still held), or a member's connection error (multi_lock; red_lock: when fewer than
+  // the needed members were released); the members it could release are released either way.
   template <asio::completion_token_for<void(std::error_code)> Token>
   auto async_unlock(Token&& token) {
     return asio::async_initiate<Token, void(std::error_code)>(
