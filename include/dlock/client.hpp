@@ -10,6 +10,7 @@
 //   std::error_code ec;
 //   dlock::reply r = client.execute({"GET", "k"}, ec); // or the error_code form
 //   co_await client.async_execute({"INCR", "n"}, asio::use_awaitable);
+//   client.eval(script, {"{sale}:stock"}, {"1"});   // a user's Lua script (script.hpp)
 //   for (auto& node : client.ping_nodes()) ...       // every node of a cluster, and its rtt
 //
 // Thread safety: every member may be called from any thread. Sync calls (ping, ping_nodes, execute)
@@ -33,6 +34,7 @@
 #include "dlock/error.hpp"
 #include "dlock/node_status.hpp"
 #include "dlock/reply.hpp"
+#include "dlock/script.hpp"
 
 namespace dlock {
 
@@ -79,6 +81,22 @@ class client {
   reply execute(std::vector<std::string> args);
   reply execute(std::vector<std::string> args, std::error_code& ec);
 
+  // Runs a user's Lua script atomically (script.hpp): EVALSHA, and EVAL once on NOSCRIPT. In a
+  // Redis Cluster, keys of different slots fail with errc::cross_slot before anything is sent.
+  template <asio::completion_token_for<void(std::error_code, reply)> Token>
+  auto async_eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
+                  Token&& token) {
+    return asio::async_initiate<Token, void(std::error_code, reply)>(
+        [this, s](auto handler, std::vector<std::string> k, std::vector<std::string> a) {
+          start_eval(s, std::move(k), std::move(a),
+                     detail::erase_handler<reply>(std::move(handler)));
+        },
+        token, std::move(keys), std::move(args));
+  }
+  reply eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args);
+  reply eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
+             std::error_code& ec);
+
   // A PING round trip; returns its duration. In a Redis Cluster, to the master of slot 0.
   std::chrono::microseconds ping();
   std::chrono::microseconds ping(std::error_code& ec);
@@ -100,6 +118,8 @@ class client {
   friend struct detail::client_access;
 
   void start_execute(std::vector<std::string> args, detail::completion<reply> done);
+  void start_eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
+                  detail::completion<reply> done);
 
   std::shared_ptr<detail::client_impl> impl_;
 };

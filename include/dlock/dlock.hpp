@@ -17,4 +17,5 @@
 #include "dlock/node_status.hpp"
 #include "dlock/red_lock.hpp"
 #include "dlock/reply.hpp"
+#include "dlock/script.hpp"
 #include "dlock/shared_mutex.hpp"

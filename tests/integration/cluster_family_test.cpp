@@ -19,6 +19,7 @@
 #include "dlock/latch.hpp"
 #include "dlock/leased_semaphore.hpp"
 #include "dlock/multi_lock.hpp"
+#include "dlock/script.hpp"
 #include "dlock/shared_mutex.hpp"
 #include "support/redis_cluster.hpp"
 #include "test_util.hpp"
@@ -205,6 +206,19 @@ TEST_F(on_cluster, a_multi_lock_takes_one_slots_members_in_one_script_and_the_ot
         << names[i];
   }
   y.unlock();
+}
+
+TEST_F(on_cluster, a_user_script_runs_on_its_keys_slot_master_and_cross_slot_keys_are_refused) {
+  dlock::client c{family_cluster_config(*cluster_)};
+  const dlock::script incr{"return redis.call('INCRBY', KEYS[1], ARGV[1])"};
+  for (int i = 0; i < 6; ++i) {  // tags land on every master
+    const auto tag = dlock::test::unique_name("us");
+    EXPECT_EQ(c.eval(incr, {tag}, {"2"}).integer(), 2);
+    EXPECT_EQ(c.eval(incr, {"{" + tag + "}:n", "{" + tag + "}:x"}, {"1"}).integer(), 1);
+  }
+  std::error_code ec;
+  c.eval(incr, {"a", "b"}, {"1"}, ec);  // slots 15495 and 3300
+  EXPECT_EQ(ec, dlock::errc::cross_slot);
 }
 
 }  // namespace cluster_family
