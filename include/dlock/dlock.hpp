@@ -1,4 +1,4 @@
-// dlock/dlock.hpp — everything: the client, its configuration, errors and replies.
+// dlock/dlock.hpp — everything: the client, its configuration, errors, replies and version.
 #pragma once
 
 #include "dlock/client.hpp"
@@ -19,3 +19,4 @@
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
 #include "dlock/shared_mutex.hpp"
+#include "dlock/version.hpp"

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <dlock/version.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -161,6 +162,9 @@ int main(int argc, char** argv) {
   using namespace dlock_cli;
   CLI::App app{"dlock: distributed locks on Redis (Redisson-compatible)", "dlock"};
   app.footer(examples);
+  // "dlock 0.1.0": help2man builds dlock(1) from --help and this.
+  app.set_version_flag("--version", "dlock " + std::string{dlock::version},
+                       "print dlock's version and exit");
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand: `dlock exec -v ...`
   global_options g;
