@@ -1,7 +1,8 @@
 // The `dlock` command on a real 3-master/3-replica Redis Cluster (support/redis_cluster.hpp),
 // through a `redis+cluster://` URL: exec on names of every master, status of a held and a free
-// lock (the waiters counted on their shard channel), unlock --force waking a waiter (SPUBLISH),
-// and ping listing every node — then, on a cluster of its own, reporting a killed one.
+// lock (the waiters counted on their shard channel), status --metrics over every master, unlock
+// --force waking a waiter (SPUBLISH), and ping listing every node — then, on a cluster of its own,
+// reporting a killed one.
 // (Helpers: cli_helpers.hpp, cli_json.hpp.)
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include "cli_helpers.hpp"
 #include "cli_json.hpp"
 #include "dlock/keys.hpp"
+#include "dlock/mutex.hpp"
 #include "support/redis_cluster.hpp"
 #include "test_util.hpp"
 
@@ -141,6 +143,32 @@ TEST_F(cli_cluster, status_shows_the_holder_and_the_waiter_of_a_held_lock_and_a_
   EXPECT_EQ(waiter->wait_exit(10s), std::optional<int>{0}) << waiter->diagnostics();
   EXPECT_EQ(holder->wait_exit(10s), std::optional<int>{0}) << holder->diagnostics();
   EXPECT_EQ(exists(c, name), ":0");
+}
+
+// status --metrics SCANs every master (a cursor belongs to one node): a lock held on each is
+// reported, and only those.
+TEST_F(cli_cluster, status_metrics_reports_the_locks_of_every_master) {
+  auto& c = *cluster_;
+  const auto names = one_name_per_master(c);
+  ASSERT_EQ(names.size(), 3u);
+  dlock::client client{dlock::config::from_uri(c.url())};
+  std::vector<std::unique_ptr<dlock::mutex>> locks;
+  for (const auto& name : names) {
+    locks.push_back(std::make_unique<dlock::mutex>(client, name));
+    locks.back()->lock();
+  }
+  const auto pattern = names[0].substr(0, names[0].rfind(':')) + ":*";
+  const auto r = run_dlock({"--url", c.url(), "status", "--metrics", "--match", pattern});
+  EXPECT_EQ(r.code, std::optional<int>{0}) << describe(r);
+  EXPECT_NE(r.out.find("\ndlock_server_scan_nodes 3\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ndlock_server_locks_held{kind=\"mutex\"} 3\n"), std::string::npos)
+      << r.out;
+  for (const auto& name : names) {
+    EXPECT_NE(r.out.find("\ndlock_server_lock_held{name=\"" + name + "\",kind=\"mutex\"} 1\n"),
+              std::string::npos)
+        << name << ": " << r.out;
+  }
+  for (auto& l : locks) l->unlock();
 }
 
 TEST_F(cli_cluster, unlock_force_frees_a_lock_held_by_another_process_and_wakes_its_waiter) {

@@ -112,6 +112,14 @@ void print_counter_text(const std::string& name, const dlock::lock_status& s);
 void print_counter_json(const std::string& name, const dlock::lock_status& s);
 
 int run_status(const global_options& g, const std::string& name, bool json);
+
+// dlock status --metrics [--match PATTERN] [--limit N] (status_metrics.cpp): every synchronizer
+// whose name matches PATTERN (SCAN, never KEYS), in the Prometheus text format, on stdout.
+struct metrics_options {
+  std::string match = "*";      // a SCAN MATCH glob
+  std::string limit = "10000";  // names read at most; checked by run_status_metrics
+};
+int run_status_metrics(const global_options& g, const metrics_options& o);
 int run_unlock(const global_options& g, const std::string& name, bool force);
 int run_ping(const global_options& g);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <dlock/version.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +29,7 @@ Examples:
   dlock latch shards-loaded count-down                 # each of the 5 loaders, when done
   dlock latch shards-loaded wait --timeout 1h && ./start-batch.sh
   dlock status nightly-report --json
+  dlock status --metrics --match 'orders:*'            # Prometheus gauges for every orders:* lock
   dlock unlock --force nightly-report
   DLOCK_URL=rediss://redis.internal:6380 dlock --ca /etc/ssl/ca.pem ping
   dlock --url redis+cluster://10.0.0.5:7000,10.0.0.6:7000 ping  # every node of a Redis Cluster
@@ -39,7 +41,7 @@ time left to start it; 69 Redis unreachable, auth or TLS failure;
 64 bad usage or input (also: NAME is a key of another type, or a lock of another kind, or
 --permits N does not match the semaphore's total); 127 command not found. The same with several
 NAMEs or --url.
-status and unlock --force: 0 held (a semaphore: permits in use), 1 free.
+status and unlock --force: 0 held (a semaphore: permits in use), 1 free. status --metrics: 0.
 latch: 0; set: 1 if the latch already had a count; wait --timeout: 75 if still closed.
 ping: 0, or 69 if Redis (on a cluster, any node) cannot be reached.
 )";
@@ -156,6 +158,61 @@ CLI::App* add_latch(CLI::App& app, dlock_cli::latch_options& lo) {
   return latch;
 }
 
+// status and its options.
+struct status_args {
+  std::string name;
+  bool json = false, metrics = false;
+  std::optional<std::string> match, limit;
+};
+
+CLI::App* add_status(CLI::App& app, status_args& sa) {
+  auto* status = app.add_subcommand(
+      "status",
+      "show a lock of any kind (holders, queues, lease, fencing counter), a semaphore (permits "
+      "in use and their holders) or a latch's count; with --metrics, every one whose name "
+      "matches a pattern, in the Prometheus text format");
+  status->add_option("name", sa.name, "lock name (not with --metrics)");
+  status->add_flag("--json", sa.json, "machine-readable output (see docs/cli.md)");
+  status->add_flag("--metrics", sa.metrics,
+                   "instead of NAME: the server-side view of every lock, semaphore and latch "
+                   "whose name matches --match, found with SCAN (never KEYS; every master of a "
+                   "cluster), as Prometheus gauges (see docs/cli.md)");
+  status
+      ->add_option("--match", sa.match,
+                   "--metrics: the names to report, a SCAN MATCH glob (default '*')")
+      ->type_name("PATTERN");
+  status
+      ->add_option("--limit", sa.limit,
+                   "--metrics: read at most N names, then stop and report the view truncated "
+                   "(default 10000)")
+      ->type_name("N");
+  return status;
+}
+
+// status NAME [--json], or status --metrics [--match PATTERN] [--limit N].
+int run_status_of(const dlock_cli::global_options& g, const status_args& sa) {
+  using namespace dlock_cli;
+  if (!sa.metrics) {
+    if (sa.match || sa.limit) {
+      complain("status", "--match and --limit go with --metrics");
+      return exit_usage;
+    }
+    if (sa.name.empty()) {
+      complain("status", "give a lock NAME, or --metrics for every name matching --match");
+      return exit_usage;
+    }
+    return run_status(g, sa.name, sa.json);
+  }
+  if (!sa.name.empty() || sa.json) {
+    complain("status", "--metrics reports the names matching --match: give no NAME, no --json");
+    return exit_usage;
+  }
+  metrics_options mo;
+  if (sa.match) mo.match = *sa.match;
+  if (sa.limit) mo.limit = *sa.limit;
+  return run_status_metrics(g, mo);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,14 +229,10 @@ int main(int argc, char** argv) {
   exec_options eo;
   auto* exec = add_exec(app, eo);
 
+  status_args sa;
+  auto* status = add_status(app, sa);
   std::string name;
-  bool json = false, force = false;
-  auto* status = app.add_subcommand(
-      "status",
-      "show a lock of any kind (holders, queues, lease, fencing counter), a semaphore (permits "
-      "in use and their holders) or a latch's count");
-  status->add_option("name", name, "lock name")->required();
-  status->add_flag("--json", json, "machine-readable output (see docs/cli.md)");
+  bool force = false;
   auto* unlock = app.add_subcommand("unlock", "release a lock whoever holds it (--force)");
   unlock->add_flag("--force", force, "required: delete the lock and wake its waiters");
   unlock->add_option("name", name, "lock name")->required();
@@ -204,7 +257,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (exec->parsed()) return run_exec(g, eo);
-    if (status->parsed()) return run_status(g, name, json);
+    if (status->parsed()) return run_status_of(g, sa);
     if (unlock->parsed()) return run_unlock(g, name, force);
     if (ping->parsed()) return run_ping(g);
     if (latch->parsed()) return run_latch(g, lo);
