@@ -5,10 +5,10 @@
 set(CPACK_PACKAGE_NAME dlock)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
-set(CPACK_PACKAGE_DESCRIPTION
-    "dlock gives C++ services Redisson's distributed locks on Redis: the dlock command (run a "
-    "command under a lock, inspect and release locks) and the static library with its headers, "
-    "CMake package and pkg-config file.")
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
+       "dlock gives C++ services Redisson's distributed locks on Redis: the dlock command (run a "
+       "command under a lock, inspect and release locks) and the static library with its "
+       "headers, CMake package and pkg-config file.")
 set(CPACK_RESOURCE_FILE_README ${PROJECT_SOURCE_DIR}/README.md)
 set(CPACK_GENERATOR DEB)
 set(DLOCK_DEB_MAINTAINER "dlock maintainers <dlock@invalid>"
