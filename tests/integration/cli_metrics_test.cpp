@@ -147,18 +147,18 @@ void expect_locks(const std::map<std::string, std::string>& s, const std::string
   const auto ttl = std::stod(value(s, "dlock_server_lock_ttl_seconds" + of(b + ":mutex", "mutex")));
   EXPECT_GT(ttl, 0.0);
   EXPECT_LE(ttl, 30.0) << "the 30 s watchdog lease";
-  EXPECT_EQ(value(s, "dlock_server_lock_held" + of(b + ":fair", "fair")), "1");
+  EXPECT_EQ(value(s, "dlock_server_lock_held" + of(b + ":fair", "fair_mutex")), "1");
   EXPECT_EQ(value(s, "dlock_server_fair_queue_length" + of(b + ":fair")), "1");
-  EXPECT_EQ(value(s, "dlock_server_lock_subscribers" + of(b + ":fair", "fair")), "1")
+  EXPECT_EQ(value(s, "dlock_server_lock_subscribers" + of(b + ":fair", "fair_mutex")), "1")
       << "the waiting dlock's connection";
-  EXPECT_EQ(value(s, "dlock_server_lock_held" + of(b + ":rw", "rwlock")), "1");
-  EXPECT_EQ(value(s, "dlock_server_lock_holders" + of(b + ":rw", "rwlock")), "2");
-  EXPECT_EQ(value(s, "dlock_server_lock_holds" + of(b + ":rw", "rwlock")), "2");
+  EXPECT_EQ(value(s, "dlock_server_lock_held" + of(b + ":rw", "shared_mutex")), "1");
+  EXPECT_EQ(value(s, "dlock_server_lock_holders" + of(b + ":rw", "shared_mutex")), "2");
+  EXPECT_EQ(value(s, "dlock_server_lock_holds" + of(b + ":rw", "shared_mutex")), "2");
   EXPECT_EQ(value(s, "dlock_server_rwlock_waiting_writers" + of(b + ":rw")), "0");
 }
 
 void expect_counters(const std::map<std::string, std::string>& s, const std::string& b) {
-  EXPECT_EQ(value(s, "dlock_server_synchronizer_info" + of(b + ":sem", "semaphore")), "1");
+  EXPECT_EQ(value(s, "dlock_server_synchronizer_info" + of(b + ":sem", "leased_semaphore")), "1");
   EXPECT_EQ(value(s, "dlock_server_semaphore_permits_available" + of(b + ":sem")), "1");
   EXPECT_EQ(value(s, "dlock_server_semaphore_permits_leased" + of(b + ":sem")), "2");
   EXPECT_EQ(value(s, "dlock_server_latch_or_semaphore_value" + of(b + ":latch")), "3");
@@ -193,9 +193,9 @@ TEST(cli_metrics, reports_every_kind_found_with_scan_in_valid_prometheus_text) {
   EXPECT_EQ(value(s, "dlock_server_scan_names"), "9") << "6 synchronizers, 3 other keys";
   EXPECT_EQ(count_prefix(s, "dlock_server_synchronizer_info{"), 6u);
   EXPECT_EQ(value(s, "dlock_server_synchronizers{kind=\"mutex\"}"), "1");
-  EXPECT_EQ(value(s, "dlock_server_synchronizers{kind=\"counter\"}"), "2");
-  EXPECT_EQ(value(s, "dlock_server_locks_held{kind=\"rwlock\"}"), "1");
-  EXPECT_EQ(value(s, "dlock_server_locks_held{kind=\"semaphore\"}"), "1");
+  EXPECT_EQ(value(s, "dlock_server_synchronizers{kind=\"latch_or_semaphore\"}"), "2");
+  EXPECT_EQ(value(s, "dlock_server_locks_held{kind=\"shared_mutex\"}"), "1");
+  EXPECT_EQ(value(s, "dlock_server_locks_held{kind=\"leased_semaphore\"}"), "1");
   EXPECT_EQ(count_prefix(s, "dlock_server_synchronizer_info{name=\"cli-metrics-outside"), 0u);
   EXPECT_GE(command_stat(srv, "scan"), 1);
 

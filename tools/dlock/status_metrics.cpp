@@ -51,7 +51,8 @@ struct family_text {
 
 constexpr family_text families[family_count] = {
     {"dlock_server_synchronizer_info",
-     "A synchronizer found, by name and kind (mutex, fair, rwlock, semaphore, counter); always 1"},
+     "A synchronizer found, by name and kind (mutex, fair_mutex, shared_mutex, leased_semaphore, "
+     "latch_or_semaphore); always 1"},
     {"dlock_server_lock_held", "1 if the lock has a holder, else 0"},
     {"dlock_server_lock_holders",
      "Owners holding the lock: 1 for a mutex or fair lock, the readers and the writer of a "
@@ -154,13 +155,13 @@ const char* kind_label(lock_layout l) {
     case lock_layout::mutex:
       return "mutex";
     case lock_layout::fair:
-      return "fair";
+      return "fair_mutex";
     case lock_layout::read_write:
-      return "rwlock";
+      return "shared_mutex";
     case lock_layout::semaphore:
-      return "semaphore";
+      return "leased_semaphore";
     case lock_layout::counter:
-      return "counter";
+      return "latch_or_semaphore";
     case lock_layout::none:
       break;
   }
@@ -250,11 +251,12 @@ bool is_synchronizer(dlock::client& c, const std::string& name, const dlock::loc
 
 void add_summary(exposition& x, const totals& t, const scan_result& scan,
                  std::chrono::steady_clock::duration took) {
-  for (const char* kind : {"mutex", "fair", "rwlock", "semaphore", "counter"}) {
+  for (const char* kind :
+       {"mutex", "fair_mutex", "shared_mutex", "leased_semaphore", "latch_or_semaphore"}) {
     const auto label = std::string{"kind=\""} + kind + "\"";
     const auto found = t.found.find(kind);
     x.add(synchronizers, label, found == t.found.end() ? 0 : found->second);
-    if (std::string_view{kind} == "counter") continue;  // a bare counter has no holder
+    if (std::string_view{kind} == "latch_or_semaphore") continue;  // a bare counter has no holder
     const auto held = t.held.find(kind);
     x.add(locks_held, label, held == t.held.end() ? 0 : held->second);
   }
