@@ -62,10 +62,12 @@ constexpr family_text families[family_count] = {
     {"dlock_server_lock_ttl_seconds",
      "Time left of the lock's lease (its hash's PTTL); absent when free or without expiry"},
     {"dlock_server_lock_queued_waiters",
-     "dlock acquisitions queued for the lock (dlock_lock_queue); Redisson's waiters queue nowhere"},
+     "dlock acquisitions in the lock's waiter queue (dlock_lock_queue); Redisson's RLock waiters "
+     "and fair waiters are not queued there"},
     {"dlock_server_lock_subscribers",
-     "Connections subscribed to the lock's unlock channels (PUBSUB NUMSUB): a client subscribes "
-     "once however many of its threads wait, so this counts waiting clients, not waiters"},
+     "Subscriptions to the lock's unlock channels (PUBSUB NUMSUB, summed): one per connection and "
+     "channel, so the waiters of one client that share a channel count once (a fair lock's "
+     "waiters each have a channel of their own)"},
     {"dlock_server_fair_queue_length", "Owners waiting in a fair lock's queue, in turn"},
     {"dlock_server_rwlock_waiting_writers",
      "dlock writers waiting for a read-write lock (new dlock readers wait behind them)"},
@@ -90,7 +92,8 @@ constexpr family_text families[family_count] = {
     {"dlock_server_scan_nodes", "Servers scanned: 1, or every master of a Redis Cluster"},
     {"dlock_server_scan_truncated",
      "1 if --limit names were reached before the scan ended (the view is partial), else 0"},
-    {"dlock_server_scan_duration_seconds", "Time the scan and the reads of the names took"},
+    {"dlock_server_scan_duration_seconds",
+     "Time the connection, the scan and the reads of the names took"},
 };
 
 // `s` as the exposition format's label value: backslash, double quote and newline escaped, and
