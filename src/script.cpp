@@ -11,6 +11,7 @@
 #include "resp/encoder.hpp"
 #include "runtime/blocking.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/observer.hpp"
 
 namespace dlock {
 
@@ -62,13 +63,14 @@ void client::start_eval(const script& s, std::vector<std::string> keys,
   }
   auto payload = encode_script_call("EVALSHA", s.sha1(), keys, args);
   // The EVAL form is encoded only if NOSCRIPT asks for it: the common case sends the SHA1 alone.
-  impl_->submit(slot, std::move(payload),
-                [impl = impl_, s, slot, keys = std::move(keys), args = std::move(args),
-                 done = std::move(done)](std::error_code ec, reply r) mutable {
-                  if (ec != errc::no_script) return done(ec, std::move(r));
-                  impl->submit(slot, encode_script_call("EVAL", s.text(), keys, args),
-                               std::move(done));
-                });
+  impl_->submit(
+      slot, std::move(payload),
+      [impl = impl_, s, slot, keys = std::move(keys), args = std::move(args),
+       done = std::move(done)](std::error_code ec, reply r) mutable {
+        if (ec != errc::no_script) return done(ec, std::move(r));
+        detail::observer_of(impl->strand()).script_reloads.fetch_add(1, std::memory_order_relaxed);
+        impl->submit(slot, encode_script_call("EVAL", s.text(), keys, args), std::move(done));
+      });
 }
 
 reply client::eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,

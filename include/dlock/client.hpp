@@ -12,6 +12,7 @@
 //   co_await client.async_execute({"INCR", "n"}, asio::use_awaitable);
 //   client.eval(script, {"{sale}:stock"}, {"1"});   // a user's Lua script (script.hpp)
 //   for (auto& node : client.ping_nodes()) ...       // every node of a cluster, and its rtt
+//   auto m = client.metrics();                       // counters and histograms (metrics.hpp)
 //
 // Thread safety: every member may be called from any thread. Sync calls (ping, ping_nodes, execute)
 // block the calling thread; made on the client's own I/O thread they fail with errc::would_deadlock
@@ -32,6 +33,7 @@
 #include "dlock/config.hpp"
 #include "dlock/detail/completion.hpp"
 #include "dlock/error.hpp"
+#include "dlock/metrics.hpp"
 #include "dlock/node_status.hpp"
 #include "dlock/reply.hpp"
 #include "dlock/script.hpp"
@@ -96,6 +98,11 @@ class client {
   reply eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args);
   reply eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
              std::error_code& ec);
+
+  // What this client has done so far (metrics.hpp): acquisitions by kind and outcome, wait, hold
+  // and hand-off times, renewals, leases lost, connections, redirects, failovers, errors.
+  // Relaxed atomic loads only: cheap enough to call every second, from any thread.
+  dlock::metrics metrics() const noexcept;
 
   // A PING round trip; returns its duration. In a Redis Cluster, to the master of slot 0.
   std::chrono::microseconds ping();

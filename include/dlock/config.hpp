@@ -66,6 +66,8 @@
 #include <system_error>
 #include <vector>
 
+#include "dlock/events.hpp"
+
 namespace dlock {
 
 struct tls_options {
@@ -82,17 +84,6 @@ struct endpoint {
   std::string host;
   std::uint16_t port = 6379;
   friend bool operator==(const endpoint&, const endpoint&) = default;
-};
-
-// Conditions that do not fail a call but weaken what a lock promises, or slow it down.
-enum class warning {
-  channels_denied,  // SUBSCRIBE refused (NOPERM: Redis 7 ACL users have no channels by
-                    // default): waiters fall back to re-checks every config::wait_recheck
-  evicting_policy,  // maxmemory-policy may evict lock keys (they have a TTL): a held lock could
-                    // vanish and be taken by another owner. Use noeviction.
-  unfenced,         // CLIENT INFO or CLIENT KILL refused (an ACL user without the rights, a
-                    // server before 6.2): a request a broken connection delivers late may run
-                    // after the client's resend (docs/safety.md). Grant client|info, client|kill.
 };
 
 struct config {
@@ -134,8 +125,12 @@ struct config {
   std::chrono::milliseconds wait_timeout{500};
   shortfall_policy on_shortfall = shortfall_policy::fail;
   // Called at most once per kind of warning per client, on the client's I/O thread (it must not
-  // block). Empty: the warning is printed to stderr as "dlock: warning: <message>".
+  // block). When neither this nor on_event is set, the warning is printed to stderr as
+  // "dlock: warning: <message>".
   std::function<void(warning, std::string_view message)> on_warning;
+  // Every event of events.hpp (lease lost or at risk, connections, failovers, warnings), on the
+  // client's I/O thread; it must not block. Empty: no events (metrics still count).
+  std::function<void(const event&)> on_event;
 
   // Parses a URI (see the file comment). The throwing form raises lock_error(errc::invalid_uri)
   // with the reason in what(); the other sets `ec` and returns a default config.

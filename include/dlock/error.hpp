@@ -82,6 +82,9 @@ inline std::error_code make_error_code(errc e) noexcept {
 // programming errors (WRONGTYPE, NOPERM, bad input) and for lock outcomes.
 bool is_retryable(std::error_code ec) noexcept;
 
+// The enumerator's name ("timeout", "no_permission"); "other" for a value errc does not have.
+std::string_view to_string(errc e) noexcept;
+
 // Maps the text of a Redis error reply (without the leading '-') to its errc.
 errc classify_error_reply(std::string_view text) noexcept;
 

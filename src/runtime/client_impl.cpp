@@ -9,6 +9,7 @@
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
 #include "resp/encoder.hpp"
+#include "runtime/observer.hpp"
 #include "transport/tls.hpp"
 
 namespace dlock::detail {
@@ -42,7 +43,9 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
   init_error_ = ec;
   if (ec) cfg_.cluster_nodes.clear();  // nothing connects; one placeholder node is enough
   router_ = std::make_shared<topology::router>(strand_, cfg_, tls);
-  runner_ = std::make_unique<scripts::runner>(router_);
+  auto& obs = observer_of(strand_);
+  obs.set_config(cfg_);
+  runner_ = std::make_unique<scripts::runner>(router_, obs.script_reloads);
   watchdog_ = std::make_unique<detail::watchdog>(strand_, *runner_, cfg_.command_timeout,
                                                  cfg_.watchdog_lease, cfg_.cluster());
   waiters_ = std::make_unique<waiter_registry>(
@@ -51,6 +54,7 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       },
       [this](std::vector<transport::listener_id> ids) { router_->unlisten(std::move(ids)); },
       [this](std::error_code why) {
+        observer_of(strand_).subscribe_errors.fetch_add(1, std::memory_order_relaxed);
         warn(warning::channels_denied,
              "SUBSCRIBE refused (" + why.message() +
                  "): waiters cannot be woken by unlock messages and re-check every " +

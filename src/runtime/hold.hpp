@@ -17,8 +17,30 @@
 #include <vector>
 
 #include "dlock/detail/lock_base.hpp"
+#include "dlock/metrics.hpp"
 
 namespace dlock::detail {
+
+// The kind metrics and events count a hold of this lock kind under.
+constexpr sync_kind sync_kind_of(lock_kind k) {
+  switch (k) {
+    case lock_kind::mutex:
+      return sync_kind::mutex;
+    case lock_kind::fair:
+      return sync_kind::fair_mutex;
+    case lock_kind::read:
+      return sync_kind::shared_read;
+    case lock_kind::write:
+      return sync_kind::shared_write;
+    case lock_kind::permits:
+      return sync_kind::leased_semaphore;
+    case lock_kind::counting:
+      return sync_kind::counting_semaphore;
+    case lock_kind::latch:
+      return sync_kind::latch;
+  }
+  return sync_kind::mutex;
+}
 
 struct hold_state {
   // `f`: the field, when not derived from the owner (a leased_semaphore's permit ids);
@@ -62,8 +84,12 @@ struct hold_state {
   std::atomic<std::chrono::steady_clock::rep> trusted_until{0};
   std::stop_source lost_source;  // requested together with `lost`
 
+  // Written before the hold is shared: multi_lock / red_lock members count as theirs.
+  sync_kind metric = sync_kind_of(kind);
+
   // Strand only.
   std::vector<std::function<void()>> on_lost;
+  std::chrono::steady_clock::time_point acquired_at{};  // the first acquisition (hold time)
 };
 
 // Time left until the hold's local deadline, on the caller's thread and clock: zero once it is

@@ -5,6 +5,7 @@
 
 #include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/observer.hpp"
 
 namespace dlock::detail {
 
@@ -31,8 +32,11 @@ void client_impl::warn(warning w, const std::string& message) {
   const auto bit = 1u << static_cast<unsigned>(w);
   if (warned_ & bit) return;
   warned_ |= bit;
+  event e{event_type::warning, message};
+  e.warning = w;
+  observer_of(strand_).emit(e);
   if (!cfg_.on_warning) {
-    std::fprintf(stderr, "dlock: warning: %s\n", message.c_str());
+    if (!cfg_.on_event) std::fprintf(stderr, "dlock: warning: %s\n", message.c_str());
     return;
   }
   try {

@@ -6,6 +6,7 @@
 
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
+#include "runtime/observer.hpp"
 #include "scripts/runner.hpp"
 
 namespace dlock::detail {
@@ -112,7 +113,7 @@ void watchdog::arm(clock::time_point at) {
 
 void watchdog::on_timer() {
   const auto now = clock::now();
-  for (auto h : schedule_.take_expired(now)) lose(h);
+  for (auto h : schedule_.take_expired(now)) lose(h, loss_cause::unconfirmed);
   send_due(now, true);
   send_due(now, false);
   rearm();
@@ -187,8 +188,12 @@ void watchdog::send_group(const std::vector<renewal_schedule::id>& batch, bool r
   // Only watchdog holds are renewed, and they all have the watchdog lease.
   const auto lease = renew ? std::to_string(watchdog_lease_.count()) : std::string{"0"};
   args.push_back(lease);
+  auto& obs = observer_of(strand_);
   for (auto id : batch) {
     const auto& h = holds_.at(id);
+    auto& counts = obs.of(h->metric);
+    counts.renewals_sent.fetch_add(1, std::memory_order_relaxed);
+    if (batch.size() > 1) counts.renewals_batched.fetch_add(1, std::memory_order_relaxed);
     keys.push_back(h->name);
     holds.push_back(renew_arg(*h));
     args.push_back(holds.back());
@@ -211,13 +216,14 @@ void watchdog::on_answer(const std::vector<renewal_schedule::id>& batch, bool re
     if (!answered) {
       // Unknown: try again soon; the trusted time still bounds the hold.
       schedule_.failed(id, clock::now() + retry_soon);
+      at_risk(id, ec ? ec : make_error_code(errc::protocol_error));
       continue;
     }
     const auto& e = r.elements()[i];
     const auto pttl = e.is_integer() ? e.integer() : -2;
     if (pttl == -2) {
       schedule_.remove(id);
-      lose(id);
+      lose(id, loss_cause::not_held);
       continue;
     }
     if (renew && confirm_) {
@@ -247,20 +253,43 @@ void watchdog::on_replicated(const renewed& holds, clock::time_point sent, bool 
       schedule_.checked(id, sent, pttl);
     } else {
       schedule_.failed(id, clock::now() + shortfall_retry_);
+      at_risk(id, errc::no_replicas);
     }
     if (it != holds_.end()) publish(*it->second);
   }
   rearm();
 }
 
-void watchdog::lose(renewal_schedule::id id) {
+void watchdog::lose(renewal_schedule::id id, loss_cause cause) {
   auto it = holds_.find(id);
   if (it == holds_.end()) return;
   auto h = std::move(it->second);
   holds_.erase(it);
   unindex(*h);
   ++leases_lost_;
-  mark_lost(*h);
+  report_lost(observer_of(strand_), *h, cause);
+}
+
+// A renewal (or check) of a hold still trusted failed: counted, and told as lease_at_risk.
+void watchdog::at_risk(renewal_schedule::id id, std::error_code why) {
+  auto it = holds_.find(id);
+  if (it == holds_.end()) return;
+  const auto& h = *it->second;
+  auto& obs = observer_of(strand_);
+  obs.of(h.metric).renewals_failed.fetch_add(1, std::memory_order_relaxed);
+  const auto until = schedule_.trusted_until(id);
+  const auto left = until ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::max(*until - clock::now(), clock::duration::zero()))
+                          : std::chrono::milliseconds{0};
+  const auto message = "lease at risk: " + std::string{to_string(h.metric)} + " " + h.name +
+                       ": renewal failed (" + why.message() + "), trusted for " +
+                       std::to_string(left.count()) + " ms more";
+  event e{event_type::lease_at_risk, message};
+  e.kind = h.metric;
+  e.name = h.name;
+  e.time_left = left;
+  e.error = why;
+  obs.emit(e);
 }
 
 }  // namespace dlock::detail

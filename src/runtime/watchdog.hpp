@@ -81,7 +81,8 @@ class watchdog {
                  std::error_code ec, const reply& r);
   using renewed = std::vector<std::pair<renewal_schedule::id, std::int64_t>>;  // id, PTTL
   void on_replicated(const renewed& holds, clock::time_point sent, bool enough);
-  void lose(renewal_schedule::id h);
+  void lose(renewal_schedule::id h, loss_cause cause);
+  void at_risk(renewal_schedule::id h, std::error_code why);
   void publish(hold_state& h) const;  // copies h's trusted time into h, for time_left()
 
   transport::link::executor_type strand_;

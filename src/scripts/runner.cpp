@@ -40,7 +40,7 @@ void runner::eval(const script& s, std::span<const std::string_view> keys,
                  [route = route_, reloads = reloads_, &s, slot, retry = std::move(retry), timeout,
                   handler = std::move(handler)](std::error_code ec, reply r) mutable {
                    if (ec != errc::no_script) return handler(ec, std::move(r));
-                   ++*reloads;
+                   reloads->fetch_add(1, std::memory_order_relaxed);
                    route->submit(slot, evalsha_to_eval(s, retry), timeout, std::move(handler));
                  });
 }

@@ -23,7 +23,10 @@ std::string evalsha_to_eval(const script& s, const std::string& evalsha);
 
 class runner {
  public:
-  explicit runner(std::shared_ptr<topology::router> route) : route_{std::move(route)} {}
+  // `reloads`: the client's count of NOSCRIPT reloads (observer::script_reloads), which outlives
+  // every reply handler.
+  runner(std::shared_ptr<topology::router> route, std::atomic<std::uint64_t>& reloads)
+      : route_{std::move(route)}, reloads_{&reloads} {}
 
   // Runs `s` where its keys live (every key of a script shares one slot; at least one key).
   // Thread-safe on a single server, strand only in a cluster (router::submit). `handler` runs
@@ -32,13 +35,13 @@ class runner {
             std::span<const std::string_view> argv, transport::clock::duration timeout,
             transport::reply_handler handler) const;
 
-  // Calls resent as EVAL because the server lacked the script (for tests and metrics).
+  // Calls resent as EVAL because the server lacked the script, by this client (also those of
+  // client::eval).
   std::uint64_t reloads() const noexcept { return reloads_->load(); }
 
  private:
   std::shared_ptr<topology::router> route_;
-  std::shared_ptr<std::atomic<std::uint64_t>> reloads_ =
-      std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::atomic<std::uint64_t>* reloads_;
 };
 
 }  // namespace dlock::scripts

@@ -6,6 +6,7 @@
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/observer.hpp"
 #include "scripts/script.hpp"
 #include "sync/acquire_machine.hpp"
 #include "sync/kinds.hpp"
@@ -57,7 +58,10 @@ class acquire_op final : public waiter,
     c_.track(this);
     step(m_.start(clock::now()));
   }
-  void wake(bool foreign) override { step(m_.on_wake(foreign, clock::now())); }
+  void wake(bool foreign) override {
+    woken_at_ = clock::now();
+    step(m_.on_wake(foreign, *woken_at_));
+  }
   void wake_by(clock::time_point at) override { step(m_.on_wake(false, clock::now(), at)); }
   void abort(std::error_code ec) override { step(m_.on_cancel(ec, clock::now())); }
 
@@ -118,10 +122,12 @@ class acquire_op final : public waiter,
       if (ec && m_.owes_wake()) c_.waiters().pass_on(topic_.key());
     }
     c_.untrack(this);
+    observer_of(c_.strand()).acquisition(hold_->metric, started_, ec, woken_at_);
     if (!ec && !leased(hold_->kind)) {
-      hold_->count.fetch_add(1);
+      if (hold_->count.fetch_add(1) == 0) hold_->acquired_at = clock::now();
     } else if (!ec) {
       if (hold_->count.fetch_add(1) == 0) {
+        hold_->acquired_at = clock::now();
         hold_->replicated = m_.replicated();
         hold_->token = m_.token();
         c_.watchdog().add(hold_, m_.trusted_from());
@@ -144,6 +150,8 @@ class acquire_op final : public waiter,
   acquire_machine m_;
   std::string ticket_;
   clock::time_point last_sent_{};
+  const clock::time_point started_ = clock::now();  // the call (wait time)
+  std::optional<clock::time_point> woken_at_;       // the last release message (hand-off)
   std::uint64_t timer_gen_ = 0;
   std::uint64_t mark_ = 0;  // the waiter registry's mark when the last attempt was sent
   bool registered_ = false, finished_ = false;

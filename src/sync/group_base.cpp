@@ -48,7 +48,11 @@ std::function<void()> group_base::start(std::optional<milliseconds> wait,
     return {};
   }
   group_request req{
-      .needed = needed_, .floor = floor_, .lease = lease_time, .deadline = deadline_after(wait)};
+      .needed = needed_,
+      .floor = floor_,
+      .kind = floor_ ? sync_kind::red_lock : sync_kind::multi_lock,  // only red_lock floors
+      .lease = lease_time,
+      .deadline = deadline_after(wait)};
   return start_group_acquire(members_, req,
                              [needed = needed_, done = std::move(done)](
                                  std::error_code e, std::vector<lease> leases) mutable {

@@ -10,6 +10,7 @@
 
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/observer.hpp"
 #include "runtime/owner.hpp"
 #include "runtime/waiters.hpp"
 #include "sync/group_attempt.hpp"
@@ -174,6 +175,7 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
         holds.push_back(std::make_shared<hold_state>(
             members_[i].name, owner_field(c.id(), next_lease_number()), lease,
             !req_.lease.has_value(), next_lease_number(), lock_kind::mutex));
+        holds.back()->metric = req_.kind;
       }
       const auto budget = attempt_budget(lease, c.cfg().command_timeout);
       auto self = shared_from_this();
@@ -299,6 +301,7 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
       first.post_if_running([self = shared_from_this()] { self->untrack(); });
     }
     lk.unlock();
+    if (done) observer_of(first.strand()).acquisition(req_.kind, started_, ec);
     if (done) done(ec, std::move(out));
   }
 
@@ -308,7 +311,8 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
   std::mutex mu_;
   round_machine m_;
   std::uint64_t round_ = 0, timer_gen_ = 0;
-  std::vector<lease> leases_;  // this round's acquisitions, by member
+  const clock::time_point started_ = clock::now();  // the call (wait time)
+  std::vector<lease> leases_;                       // this round's acquisitions, by member
   std::vector<std::uint64_t> marks_ = std::vector<std::uint64_t>(members_.size());
   std::shared_ptr<round_waiter> listening_;
   asio::steady_timer timer_;  // the first member's I/O thread only

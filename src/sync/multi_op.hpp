@@ -29,6 +29,7 @@ struct lease_access {
 struct group_request {
   std::size_t needed = 1;
   bool floor = false;
+  sync_kind kind = sync_kind::multi_lock;  // what metrics count it, and its members' holds, as
   std::optional<std::chrono::milliseconds> lease;  // nullopt: the watchdog lease, renewed
   std::optional<clock::time_point> deadline;       // nullopt: as long as it takes
 };

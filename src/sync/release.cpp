@@ -2,6 +2,7 @@
 #include "dlock/error.hpp"
 #include "dlock/keys.hpp"
 #include "runtime/client_impl.hpp"
+#include "runtime/observer.hpp"
 #include "runtime/renewal_schedule.hpp"
 #include "scripts/script.hpp"
 #include "sync/kinds.hpp"
@@ -91,12 +92,13 @@ struct release_op : std::enable_shared_from_this<release_op> {
     if (out.what == release_outcome::lost) {
       hold->count = 0;
       c.watchdog().remove(*hold);
-      mark_lost(*hold);
+      report_lost(observer_of(c.strand()), *hold, loss_cause::not_held);
       return finish(errc::lease_lost, true);
     }
     report_replication(out.freed);
     hold->count = out.freed ? 0 : have - 1;
     if (out.freed) {
+      report_released(observer_of(c.strand()), *hold);
       c.watchdog().remove(*hold);
     } else {
       c.watchdog().refreshed(*hold, sent, hold->lease);  // a partial release resets the lease
@@ -114,7 +116,9 @@ void start_release(client_impl& c, std::shared_ptr<hold_state> h, completion<boo
     // A lease is lost once its trusted time has passed, even if the watchdog's timer has not
     // fired yet.
     const auto trusted = c.watchdog().trusted_until(*h);
-    if (!h->lost && (!trusted || *trusted <= clock::now())) mark_lost(*h);
+    if (!h->lost && (!trusted || *trusted <= clock::now())) {
+      report_lost(observer_of(c.strand()), *h, loss_cause::unconfirmed);
+    }
     auto op = std::make_shared<release_op>(c, h, std::move(complete));
     op->was_lost = h->lost;
     // The last hold stops being renewed before its release is sent, so no renewal can race

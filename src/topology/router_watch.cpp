@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "dlock/error.hpp"
+#include "runtime/observer.hpp"
 #include "topology/router.hpp"
 
 namespace dlock::topology {
@@ -24,6 +25,9 @@ void router::count_sent(const endpoint& to) {
 }
 
 void router::count_redirect(std::error_code ec) {
+  if (ec == errc::moved || ec == errc::ask) {
+    detail::observer_of(strand_).redirects.fetch_add(1, std::memory_order_relaxed);
+  }
   if (ec == errc::moved) ++redirected_.moved;
   if (ec == errc::ask) ++redirected_.ask;
   if (ec == errc::try_again) ++redirected_.try_again;

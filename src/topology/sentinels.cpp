@@ -5,6 +5,7 @@
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
+#include "runtime/observer.hpp"
 
 namespace dlock::topology {
 
@@ -133,6 +134,14 @@ void sentinels::moved_from(const endpoint& before) {
   const auto now = *view_.master();
   demotions_.push_back({before, clock::now()});
   std::erase_if(demotions_, [&](const demotion& d) { return d.node == now; });
+  auto& obs = detail::observer_of(strand_);
+  obs.failovers.fetch_add(1, std::memory_order_relaxed);
+  const auto node = now.host + ":" + std::to_string(now.port);
+  const auto message = "failover followed: master " + before.host + ":" +
+                       std::to_string(before.port) + " -> " + node;
+  event e{event_type::failover, message};
+  e.node = node;
+  obs.emit(e);
   if (on_switch_) on_switch_(now);
 }
 

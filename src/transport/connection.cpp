@@ -5,11 +5,14 @@
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
+#include "runtime/observer.hpp"
 
 namespace dlock::transport {
 
 connection::connection(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
-    : link{std::move(strand), std::move(cfg), std::move(tls)}, deadline_timer_{get_executor()} {}
+    : link{std::move(strand), std::move(cfg), std::move(tls)},
+      deadline_timer_{get_executor()},
+      obs_{detail::observer_of(get_executor())} {}
 
 void connection::submit(std::string payload, clock::duration timeout, reply_handler handler) {
   submit_on(0, std::move(payload), timeout, std::move(handler));
@@ -18,8 +21,8 @@ void connection::submit(std::string payload, clock::duration timeout, reply_hand
 void connection::submit_on(std::uint64_t generation, std::string payload, clock::duration timeout,
                            reply_handler handler) {
   const auto now = clock::now();
-  request r{std::move(payload), now + timeout, now + cfg().connect_timeout, std::move(handler),
-            generation};
+  request r{std::move(payload), now + timeout, now + cfg().connect_timeout,
+            std::move(handler), generation,    obs_.errors.data()};
   {
     std::unique_lock lock{mu_};
     if (!closed_) {
@@ -77,7 +80,9 @@ std::size_t connection::unanswered() const {
 
 void connection::fill_write(std::string& out) {
   const completing walk{completing_};
+  const auto before = pipe_.in_flight();
   pipe_.take_writes(out, generation_);
+  obs_.commands_sent.fetch_add(pipe_.in_flight() - before, std::memory_order_relaxed);
 }
 
 void connection::on_ready() {

@@ -12,6 +12,7 @@
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
+#include "runtime/observer.hpp"
 #include "transport/link_stream.hpp"
 #include "transport/tls.hpp"
 
@@ -260,8 +261,23 @@ void link::arm_health_check() {
   });
 }
 
+void link::report_connection(event_type what, std::error_code why) const {
+  auto& obs = detail::observer_of(strand_);
+  (what == event_type::reconnected ? obs.reconnects : obs.disconnects)
+      .fetch_add(1, std::memory_order_relaxed);
+  const auto node = cfg_.host + ":" + std::to_string(cfg_.port);
+  std::string message{to_string(what)};
+  message += " " + node;
+  if (why) message += ": " + why.message();
+  event e{what, message};
+  e.node = node;
+  e.error = why;
+  obs.emit(e);
+}
+
 void link::drop(std::error_code why) {
   if (state_ == state::stopped) return;
+  if (state_ == state::ready) report_connection(event_type::disconnected, why);
   // Sentinel mode: a master that could not be reached may be one a sentinel still names after a
   // failover: the sentinels are asked again before the next attempt. (A ROLE refusal has asked.)
   if (locate_ && not_master_ && state_ != state::ready && why != errc::read_only) not_master_();

@@ -134,6 +134,8 @@ class link : public std::enable_shared_from_this<link> {
 
   // Writes what fill_write() gives, now or when the current write finishes.
   void want_write();
+  // Counts and tells (events.hpp) a connection lost (why) or re-established.
+  void report_connection(event_type what, std::error_code why) const;
   // Closes the connection because of `why`; a reconnect follows after a backoff delay.
   void drop(std::error_code why);
 

@@ -4,6 +4,7 @@
 
 #include "dlock/error.hpp"
 #include "resp/encoder.hpp"
+#include "runtime/observer.hpp"
 #include "transport/link.hpp"
 #include "transport/link_stream.hpp"
 
@@ -146,6 +147,7 @@ void link::on_handshake_reply(const reply& r) {
     if (!ignored) peer_.emplace(ep, connects_.load());
   }
   up_ = true;
+  if (connects_ > 1) report_connection(event_type::reconnected, {});
   arm_health_check();
   on_ready();
   want_write();

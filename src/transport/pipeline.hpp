@@ -9,6 +9,7 @@
 //   - a request that expires while in flight keeps its slot so later replies still match.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -35,6 +36,9 @@ struct request {
   // written after a reconnect it would mean something else (WAIT counts the writes of the
   // connection that sends it), so it completes with errc::connection_lost instead.
   std::uint64_t generation = 0;
+  // The client's error counters (observer::errors): an error completion counts at its errc's
+  // value, errors of other categories at 0. Null: not counted.
+  std::atomic<std::uint64_t>* errors = nullptr;
 };
 
 class pipeline {
