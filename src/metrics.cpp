@@ -87,6 +87,10 @@ std::string_view to_string(event_type t) noexcept {
   return names[static_cast<std::size_t>(t)];
 }
 
-metrics client::metrics() const noexcept { return detail::observer_of(impl_->strand()).snapshot(); }
+metrics client::metrics() const noexcept {
+  auto m = detail::observer_of(impl_->strand()).snapshot();
+  m.subscribe_errors = impl_->waiters().refused();  // counted where refusals are told apart
+  return m;
+}
 
 }  // namespace dlock

@@ -54,7 +54,6 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       },
       [this](std::vector<transport::listener_id> ids) { router_->unlisten(std::move(ids)); },
       [this](std::error_code why) {
-        observer_of(strand_).subscribe_errors.fetch_add(1, std::memory_order_relaxed);
         warn(warning::channels_denied,
              "SUBSCRIBE refused (" + why.message() +
                  "): waiters cannot be woken by unlock messages and re-check every " +

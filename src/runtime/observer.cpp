@@ -94,7 +94,6 @@ metrics observer::snapshot() const noexcept {
   m.script_reloads = script_reloads.load(relaxed);
   m.reconnects = reconnects.load(relaxed);
   m.disconnects = disconnects.load(relaxed);
-  m.subscribe_errors = subscribe_errors.load(relaxed);
   m.redirects = redirects.load(relaxed);
   m.failovers = failovers.load(relaxed);
   for (std::size_t i = 0; i < errors.size(); ++i) m.errors[i] = errors[i].load(relaxed);

@@ -61,8 +61,8 @@ class observer : public asio::execution_context::service {
   void emit(const event& e) const;
   metrics snapshot() const noexcept;
 
-  atomic_counter commands_sent{0}, script_reloads{0}, reconnects{0}, disconnects{0},
-      subscribe_errors{0}, redirects{0}, failovers{0};
+  atomic_counter commands_sent{0}, script_reloads{0}, reconnects{0}, disconnects{0}, redirects{0},
+      failovers{0};
   std::array<atomic_counter, errc_slots> errors{};
 
  private:

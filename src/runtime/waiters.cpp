@@ -158,8 +158,7 @@ bool waiter_registry::common(entry& e, const transport::pubsub_event& ev) {
     return true;
   }
   if (ev.what == type::failed) {
-    refused_.fetch_add(1);
-    if (on_refused_) on_refused_(ev.ec);  // each refusal counts; the warning is given once
+    if (refused_.fetch_add(1) == 0 && on_refused_) on_refused_(ev.ec);
     return true;
   }
   return ev.what != type::message;
