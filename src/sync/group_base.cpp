@@ -142,10 +142,12 @@ void group_base::unlock(std::error_code& ec) {
   last.unlock(ec);  // errc::would_deadlock on an I/O thread: released as `last` goes
 }
 
+// As lock_base::unlock(): only a thread that holds nothing gets an exception (guards call this
+// from destructors); the members' releases report a lost lease or a failure in unlock(ec).
 void group_base::unlock() {
   std::error_code ec;
   unlock(ec);
-  throw_if(ec);
+  if (ec == errc::not_owner) throw lock_error(ec);
 }
 
 const multi_lease* group_base::own() const {

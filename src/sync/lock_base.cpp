@@ -115,10 +115,20 @@ void lock_base::unlock(std::error_code& ec) {
   if (freed || hold->count == 0) c.holds().erase(*hold);
 }
 
+// Lockable's unlock() throws nothing the caller could act on, so that std::lock_guard and
+// std::unique_lock may call it from their destructors: a lost lease was told already
+// (lease_lost(), on_event, metrics), and a last release that fails is left to its lease on
+// Redis (not renewed again, no longer this thread's). Only an unlock by a thread that holds
+// nothing throws (errc::not_owner): a caller's mistake, never a guard's.
 void lock_base::unlock() {
+  auto hold = own_hold();
+  if (!hold) throw lock_error(errc::not_owner);
+  const bool last = hold->count == 1;
+  if (last) hold->abandoned = true;
   std::error_code ec;
   unlock(ec);
-  throw_if(ec);
+  // A failed inner release keeps the hold (still renewed, still the thread's).
+  if (ec && last && hold->count != 0) client_->holds().erase(*hold);
 }
 
 bool lock_base::force_unlock(std::error_code& ec) {

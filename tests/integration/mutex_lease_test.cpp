@@ -17,6 +17,7 @@
 #include "mutex_helpers.hpp"
 #include "queued_waiter.hpp"
 #include "support/redis_server.hpp"
+#include "support/tcp_proxy.hpp"
 #include "test_util.hpp"
 
 using namespace std::chrono_literals;
@@ -169,3 +170,37 @@ TEST(mutex, a_throwing_on_lost_callback_does_not_stop_the_client) {
 }
 
 }  // namespace
+
+// std::lock_guard calls the throwing unlock() from its destructor: a lease lost under it, or a
+// last release that cannot reach Redis, must not throw there (std::terminate), and the thread
+// must be left holding nothing.
+namespace guard_unlock {
+
+TEST(mutex_guard, a_guard_over_a_lost_lease_or_an_unreachable_server_unlocks_without_throwing) {
+  dlock::test::redis_server srv;
+  dlock::test::tcp_proxy proxy{srv.port()};
+  auto cfg = dlock::config::from_uri("redis://127.0.0.1:" + std::to_string(proxy.port()) +
+                                     "?watchdog=600ms&timeout=100ms");
+  dlock::client c{cfg};
+  const auto name = dlock::test::unique_name("guard");
+  dlock::mutex m{c, name};
+  {
+    std::lock_guard guard{m};
+    c.execute({"DEL", name});  // lost under the guard
+    EXPECT_TRUE(dlock::test::wait_until([&] { return m.lease_lost().stop_requested(); }, 2s));
+  }
+  EXPECT_FALSE(m.is_held_by_current_thread());
+  {
+    std::lock_guard guard{m};
+    proxy.blackhole(dlock::test::direction::both);  // the release cannot get through
+  }
+  proxy.pass();
+  EXPECT_THROW(m.unlock(), dlock::lock_error);  // holds nothing now: a caller's mistake
+  // The abandoned hold is no longer renewed: its lease runs out and the lock is free again.
+  dlock::client other{dlock::test::config_for(srv)};
+  dlock::mutex next{other, name};
+  EXPECT_TRUE(next.try_lock_for(3s));
+  next.unlock();
+}
+
+}  // namespace guard_unlock

@@ -69,7 +69,8 @@ class group_base {
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until, std::error_code& ec) {
     return try_lock_for(until - Clock::now(), ec);
   }
-  // Releases one hold of the calling thread (the last one releases every member).
+  // Releases one hold of the calling thread (the last one releases every member). Throws only
+  // when the thread holds nothing (as lock_base::unlock()); unlock(ec) says what happened.
   void unlock();
   void unlock(std::error_code& ec);
 

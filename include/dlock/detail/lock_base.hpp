@@ -82,7 +82,10 @@ class lock_base {
     return try_lock_for(until - Clock::now(), ec);
   }
 
-  // Releases one hold of the calling thread.
+  // Releases one hold of the calling thread. The throwing form throws only when the thread holds
+  // nothing (errc::not_owner), so guards may call it from destructors: a lost lease was reported
+  // already (lease_lost(), config::on_event, metrics), and a last release that fails is left to
+  // the lease on Redis. unlock(ec) says what happened.
   void unlock();
   void unlock(std::error_code& ec);
 
