@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <dlock/dlock.hpp>
 #include <dlock/prometheus.hpp>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,10 +38,10 @@ int main(int argc, char** argv) {
       workers.emplace_back([&client, end, w] {
         dlock::mutex jobs{client, "examples:metrics:" + std::to_string(w % 2)};
         while (std::chrono::steady_clock::now() < end) {
-          if (jobs.try_lock_for(std::chrono::milliseconds{50})) {
-            std::lock_guard held{jobs, std::adopt_lock};
-            std::this_thread::sleep_for(std::chrono::milliseconds{5});  // the work
-          }
+          std::error_code ec;
+          if (!jobs.try_lock_for(std::chrono::milliseconds{50}, ec)) continue;
+          std::this_thread::sleep_for(std::chrono::milliseconds{5});  // the work
+          jobs.unlock(ec);  // lease_lost is reported in the metrics; the loop goes on
         }
       });
     }

@@ -88,7 +88,7 @@ std::string_view to_string(event_type t) noexcept {
 }
 
 metrics client::metrics() const noexcept {
-  auto m = detail::observer_of(impl_->strand()).snapshot();
+  auto m = impl_->observer().snapshot();
   m.subscribe_errors = impl_->waiters().refused();  // counted where refusals are told apart
   return m;
 }

@@ -45,7 +45,10 @@ std::string encode_script_call(std::string_view verb, std::string_view body,
 
 }  // namespace
 
-script::script(std::string text) : s_{std::make_shared<const state>(state{text, sha1_hex(text)})} {}
+script::script(std::string text) {
+  auto sha1 = sha1_hex(text);
+  s_ = std::make_shared<const state>(state{std::move(text), std::move(sha1)});
+}
 
 const std::string& script::text() const noexcept { return s_->text; }
 const std::string& script::sha1() const noexcept { return s_->sha1; }
@@ -63,14 +66,14 @@ void client::start_eval(const script& s, std::vector<std::string> keys,
   }
   auto payload = encode_script_call("EVALSHA", s.sha1(), keys, args);
   // The EVAL form is encoded only if NOSCRIPT asks for it: the common case sends the SHA1 alone.
-  impl_->submit(
-      slot, std::move(payload),
-      [impl = impl_, s, slot, keys = std::move(keys), args = std::move(args),
-       done = std::move(done)](std::error_code ec, reply r) mutable {
-        if (ec != errc::no_script) return done(ec, std::move(r));
-        detail::observer_of(impl->strand()).script_reloads.fetch_add(1, std::memory_order_relaxed);
-        impl->submit(slot, encode_script_call("EVAL", s.text(), keys, args), std::move(done));
-      });
+  impl_->submit(slot, std::move(payload),
+                [impl = impl_, s, slot, keys = std::move(keys), args = std::move(args),
+                 done = std::move(done)](std::error_code ec, reply r) mutable {
+                  if (ec != errc::no_script) return done(ec, std::move(r));
+                  impl->observer().script_reloads.fetch_add(1, std::memory_order_relaxed);
+                  impl->submit(slot, encode_script_call("EVAL", s.text(), keys, args),
+                               std::move(done));
+                });
 }
 
 reply client::eval(const script& s, std::vector<std::string> keys, std::vector<std::string> args,

@@ -69,6 +69,7 @@ enum class errc {
   // Lock kinds (appended: the values above stay stable).
   wrong_kind,       // the name is a lock of another kind (a read-write lock used as a mutex...)
   upgrade_refused,  // a shared_mutex reader asked for the write side (it would deadlock)
+  // A new value goes here, with its name in src/metrics.cpp (errc_names: metrics' labels).
 };
 
 const std::error_category& error_category() noexcept;

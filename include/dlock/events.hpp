@@ -9,7 +9,8 @@
 //
 // The callback runs on the client's I/O thread: it must not block, and must not make sync calls
 // on the client (they would fail with errc::would_deadlock). The views in an event are valid
-// for the call only. An exception it throws is caught and printed to stderr.
+// for the call only. An exception it throws is caught and printed to stderr. One callback given
+// to several clients is called from their several I/O threads: it must be thread-safe.
 #pragma once
 
 #include <chrono>
@@ -36,7 +37,7 @@ enum class event_type : std::uint8_t {
   lease_lost,     // kind, name, cause: a held lease is no longer trusted (lease::lost() fired)
   lease_at_risk,  // kind, name, time_left, error: a renewal failed; the lease is still trusted
                   // for time_left, and is lost unless a renewal gets through before then
-  disconnected,   // node, error: a connection was lost or could not be made (each attempt)
+  disconnected,   // node, error: an established connection was lost
   reconnected,    // node: a connection was re-established after a loss
   failover,       // node: a Sentinel failover was followed; node is the new master
   warning,        // warning, message: given once per kind of warning per client

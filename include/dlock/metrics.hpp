@@ -7,8 +7,10 @@
 // sum. dlock::prometheus (dlock/prometheus.hpp, an optional component) exports all of it.
 //
 //   auto m = client.metrics();
-//   auto& mx = m.of(dlock::sync_kind::mutex);
-//   std::printf("acquired %llu, timed out %llu, p? wait %f s\n", mx.acquired(), ...);
+//   const auto& mx = m.of(dlock::sync_kind::mutex);
+//   double mean_wait = mx.wait.count ? mx.wait.sum / mx.wait.count : 0;  // seconds
+//
+// docs/metrics.md says where each is counted, and what is not.
 #pragma once
 
 #include <array>
@@ -69,15 +71,15 @@ struct kind_metrics {
   std::array<std::uint64_t, acquire_outcome_count> acquisitions{};  // by acquire_outcome
   // From the call to its outcome, for every outcome.
   histogram wait;
-  // From acquisition to the release's send (or the loss): first acquisition to last release
-  // for a reentrant hold.
+  // From acquisition to the last release's confirmation (or the loss), for leased kinds.
   histogram hold;
   // From the release message that woke a waiter (received) to its acquisition, for acquisitions
   // that followed such a wake-up: this client's share of a hand-off.
   histogram handoff;
   std::uint64_t renewals_sent = 0;     // holds renewed or checked (one per hold per renewal)
   std::uint64_t renewals_batched = 0;  // ... of which in a script together with other holds
-  std::uint64_t renewals_failed = 0;   // ... whose script failed or was not answered in time
+  std::uint64_t renewals_failed = 0;   // ... that failed: no answer in time, an error, or
+                                       // replicas short of wait_replicas
   std::array<std::uint64_t, loss_cause_count> leases_lost{};  // by loss_cause
 
   std::uint64_t acquired() const noexcept {
@@ -94,7 +96,7 @@ struct metrics {
   std::uint64_t commands_sent = 0;     // requests written to command connections
   std::uint64_t script_reloads = 0;    // EVALSHA answered NOSCRIPT and resent as EVAL
   std::uint64_t reconnects = 0;        // connections re-established after a loss
-  std::uint64_t disconnects = 0;       // connections lost (or failed to connect)
+  std::uint64_t disconnects = 0;       // established connections lost
   std::uint64_t subscribe_errors = 0;  // SUBSCRIBE / SSUBSCRIBE refused
   std::uint64_t redirects = 0;         // MOVED / ASK followed (Redis Cluster)
   std::uint64_t failovers = 0;         // master changes followed (Sentinel)

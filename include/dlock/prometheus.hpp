@@ -39,7 +39,9 @@ namespace dlock {
 
 class prometheus_collector : public ::prometheus::Collectable {
  public:
-  // `c` must outlive the collector's registration.
+  // `c` must outlive the collector's registration. `labels` go on every series (several clients
+  // in one process need one that tells them apart); a label name the families use (kind,
+  // outcome, cause, errc, le) or an invalid one throws lock_error(errc::invalid_argument).
   explicit prometheus_collector(const client& c, std::map<std::string, std::string> labels = {});
 
   std::vector<::prometheus::MetricFamily> Collect() const override;

@@ -32,6 +32,9 @@ class script {
   // Computes the SHA1 Redis will know the text by. An empty text is allowed (Redis refuses
   // nothing but runs nothing).
   explicit script(std::string text);
+  // Copies share the text; there is no moved-from state (a move copies).
+  script(const script&) = default;
+  script& operator=(const script&) = default;
 
   const std::string& text() const noexcept;
   const std::string& sha1() const noexcept;  // 40 lower-case hex digits, as SCRIPT LOAD returns

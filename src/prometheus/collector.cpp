@@ -1,4 +1,6 @@
 // dlock::prometheus_collector: a client::metrics() snapshot as Prometheus metric families.
+#include <algorithm>
+#include <cctype>
 #include <deque>
 #include <limits>
 
@@ -139,7 +141,22 @@ void client_families(family_builder& b, const metrics& m) {
 }  // namespace
 
 prometheus_collector::prometheus_collector(const client& c, label_map labels)
-    : client_{c}, labels_{std::move(labels)} {}
+    : client_{c}, labels_{std::move(labels)} {
+  // A name the families use themselves, or one Prometheus refuses, would make every scrape
+  // invalid: refuse it here, once.
+  for (const auto& [name, value] : labels_) {
+    const bool reserved = name == "kind" || name == "outcome" || name == "cause" ||
+                          name == "errc" || name == "le" || name.starts_with("__");
+    const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                       std::all_of(name.begin(), name.end(), [](char ch) {
+                         return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                       });
+    if (reserved || !valid) {
+      throw lock_error(errc::invalid_argument,
+                       "prometheus_collector: label name '" + name + "' is reserved or invalid");
+    }
+  }
+}
 
 std::vector<MetricFamily> prometheus_collector::Collect() const {
   return families(client_.metrics(), labels_);

@@ -36,16 +36,16 @@ client_impl::client_impl(config cfg, std::error_code& ec, std::string& reason)
       // post to the strand and submit commands, so the scheduler and the reactor keep their locks.
       ioc_{ASIO_CONCURRENCY_HINT_1},
       work_{asio::make_work_guard(ioc_)},
-      strand_{ioc_.get_executor()} {
+      strand_{ioc_.get_executor()},
+      observer_{&observer_of(strand_)} {
   ec = cfg_.validate(reason);
   std::shared_ptr<asio::ssl::context> tls;
   if (!ec && cfg_.tls.enabled) tls = transport::make_tls_context(cfg_.tls, ec, reason);
   init_error_ = ec;
   if (ec) cfg_.cluster_nodes.clear();  // nothing connects; one placeholder node is enough
   router_ = std::make_shared<topology::router>(strand_, cfg_, tls);
-  auto& obs = observer_of(strand_);
-  obs.set_config(cfg_);
-  runner_ = std::make_unique<scripts::runner>(router_, obs.script_reloads);
+  observer_->set_config(cfg_);
+  runner_ = std::make_unique<scripts::runner>(router_, observer_->script_reloads);
   watchdog_ = std::make_unique<detail::watchdog>(strand_, *runner_, cfg_.command_timeout,
                                                  cfg_.watchdog_lease, cfg_.cluster());
   waiters_ = std::make_unique<waiter_registry>(
@@ -191,9 +191,14 @@ void client_impl::drain_one(std::shared_ptr<transport::connection> conn,
 }
 
 void client_impl::submit(std::uint16_t slot, std::string payload, transport::reply_handler done) {
-  if (init_error_) {
+  // After shutdown a cluster's or sentinel's router would post to a stopped io_context, where
+  // nothing runs: answer here. (One server's connection answers for itself.)
+  const auto refused = init_error_       ? init_error_
+                       : stopped_.load() ? make_error_code(errc::shutdown)
+                                         : std::error_code{};
+  if (refused) {
     asio::post(asio::system_executor{},
-               [done = std::move(done), ec = init_error_]() mutable { done(ec, {}); });
+               [done = std::move(done), ec = refused]() mutable { done(ec, {}); });
     return;
   }
   router_->submit(slot, std::move(payload), cfg_.command_timeout, std::move(done));

@@ -28,6 +28,8 @@
 
 namespace dlock::detail {
 
+class observer;
+
 // An operation that may wait indefinitely (an acquire); shutdown completes it with an error.
 class abortable {
  public:
@@ -67,6 +69,8 @@ class client_impl {
   detail::replication& replication() noexcept { return replication_; }
   waiter_registry& waiters() noexcept { return *waiters_; }
   hold_table& holds() noexcept { return holds_; }
+  // The client's metrics and events (runtime/observer.hpp). Thread-safe.
+  detail::observer& observer() const noexcept { return *observer_; }
   bool stopped() const noexcept { return stopped_.load(); }
   // Runs fn(std::move(done)) on the strand; once the client is shut down, completes `done`
   // with errc::shutdown (from asio::system_executor) instead, and for a client that could not
@@ -127,6 +131,7 @@ class client_impl {
   mutable asio::io_context ioc_;  // mutable: get_executor() is non-const in Asio
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   transport::link::executor_type strand_;  // all of this client's state lives on it
+  detail::observer* observer_;             // a service of ioc_: lives as long as it
   std::shared_ptr<topology::router> router_;
   std::unique_ptr<scripts::runner> runner_;
   std::unique_ptr<detail::watchdog> watchdog_;

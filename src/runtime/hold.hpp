@@ -89,7 +89,9 @@ struct hold_state {
 
   // Strand only.
   std::vector<std::function<void()>> on_lost;
-  std::chrono::steady_clock::time_point acquired_at{};  // the first acquisition (hold time)
+  // When the holder was handed the hold (steady_clock ticks; 0: never handed out, e.g. a group
+  // member taken in a round that did not succeed): hold time, and whether a loss is counted.
+  std::atomic<std::chrono::steady_clock::rep> acquired_at{0};
 };
 
 // Time left until the hold's local deadline, on the caller's thread and clock: zero once it is

@@ -43,14 +43,14 @@ void observer::count_error(std::error_code ec) noexcept {
 }
 
 void observer::acquisition(sync_kind k, std::chrono::steady_clock::time_point started,
-                           std::error_code ec,
+                           std::error_code ec, bool busy,
                            std::optional<std::chrono::steady_clock::time_point> woken_at) {
   auto& c = of(k);
   const auto now = std::chrono::steady_clock::now();
   auto outcome = acquire_outcome::failed;
   if (!ec) {
     outcome = acquire_outcome::acquired;
-  } else if (ec == errc::timeout) {
+  } else if (busy) {
     outcome = acquire_outcome::busy;
   } else if (ec == errc::shutdown || ec == asio::error::operation_aborted ||
              ec == std::errc::operation_canceled) {
@@ -61,8 +61,10 @@ void observer::acquisition(sync_kind k, std::chrono::steady_clock::time_point st
   if (!ec && woken_at) c.handoff.observe(now - *woken_at);
 }
 
+bool observer::wants_events() const noexcept { return cfg_ && cfg_->on_event; }
+
 void observer::emit(const event& e) const {
-  if (!cfg_ || !cfg_->on_event) return;
+  if (!wants_events()) return;
   try {
     cfg_->on_event(e);
   } catch (const std::exception& x) {
@@ -104,14 +106,24 @@ observer& observer_of(const transport::executor_type& ex) {
   return asio::use_service<observer>(asio::query(ex, asio::execution::context));
 }
 
+namespace {
+std::optional<std::chrono::steady_clock::duration> held_for(const hold_state& h) {
+  const auto at = h.acquired_at.load();
+  if (at == 0) return std::nullopt;
+  return std::chrono::steady_clock::now().time_since_epoch() -
+         std::chrono::steady_clock::duration{at};
+}
+}  // namespace
+
 void report_lost(observer& obs, hold_state& h, loss_cause cause) {
   if (h.lost) return;
+  mark_lost(h);
+  const auto held = held_for(h);
+  if (!held) return;  // never handed to a holder: nobody lost it
   auto& c = obs.of(h.metric);
   c.leases_lost[static_cast<std::size_t>(cause)].fetch_add(1, relaxed);
-  if (h.acquired_at != std::chrono::steady_clock::time_point{}) {
-    c.hold.observe(std::chrono::steady_clock::now() - h.acquired_at);
-  }
-  mark_lost(h);
+  c.hold.observe(*held);
+  if (!obs.wants_events()) return;
   const std::string message = "lease lost: " + std::string{to_string(h.metric)} + " " + h.name +
                               " (" + std::string{to_string(cause)} + ")";
   event e{event_type::lease_lost, message};
@@ -122,8 +134,8 @@ void report_lost(observer& obs, hold_state& h, loss_cause cause) {
 }
 
 void report_released(observer& obs, const hold_state& h) {
-  if (h.lost || h.acquired_at == std::chrono::steady_clock::time_point{}) return;
-  obs.of(h.metric).hold.observe(std::chrono::steady_clock::now() - h.acquired_at);
+  if (h.lost) return;
+  if (const auto held = held_for(h)) obs.of(h.metric).hold.observe(*held);
 }
 
 }  // namespace dlock::detail

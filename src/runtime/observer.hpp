@@ -52,11 +52,14 @@ class observer : public asio::execution_context::service {
 
   kind_counters& of(sync_kind k) noexcept { return kinds_[static_cast<std::size_t>(k)]; }
   void count_error(std::error_code ec) noexcept;
-  // An acquisition started at `started` ended with `ec`; `woken_at`: when a release message last
+  // An acquisition started at `started` ended with `ec`; `busy`: it ended because the lock was
+  // held until its deadline (not because of an error); `woken_at`: when a release message last
   // woke it (a hand-off), if one did.
   void acquisition(sync_kind k, std::chrono::steady_clock::time_point started, std::error_code ec,
-                   std::optional<std::chrono::steady_clock::time_point> woken_at = {});
+                   bool busy, std::optional<std::chrono::steady_clock::time_point> woken_at = {});
 
+  // Whether config::on_event is set (callers skip building an event's message otherwise).
+  bool wants_events() const noexcept;
   // Strand only: gives `e` to config::on_event.
   void emit(const event& e) const;
   metrics snapshot() const noexcept;
@@ -78,7 +81,7 @@ observer& observer_of(const transport::executor_type& ex);
 // Strand only: marks `h` lost (hold.hpp's mark_lost) and, if this call is the one that did,
 // counts it, records its hold time, and gives a lease_lost event.
 void report_lost(observer& obs, hold_state& h, loss_cause cause);
-// Strand only: the hold's last release is being sent (records its hold time).
+// Strand only: the hold's last release was confirmed (records its hold time).
 void report_released(observer& obs, const hold_state& h);
 
 }  // namespace dlock::detail

@@ -132,6 +132,7 @@ void waiter_registry::pass_on(const std::string& name) {
   if (e == nullptr || e->waiters.empty()) return;
   auto* w = e->waiters.front();
   e->waiters.splice(e->waiters.end(), e->waiters, e->waiters.begin());
+  w->released_at = clock::now();
   w->wake(true);
 }
 
@@ -147,7 +148,11 @@ waiter_registry::entry* waiter_registry::find(const std::string& name) {
 
 void waiter_registry::wake_all(entry& e, bool foreign) {
   auto copy = e.waiters;  // a waiter may leave while woken
-  for (auto* w : copy) w->wake(foreign);
+  const auto now = clock::now();
+  for (auto* w : copy) {
+    if (foreign) w->released_at = now;  // an unlock message (not a subscription's news)
+    w->wake(foreign);
+  }
 }
 
 bool waiter_registry::common(entry& e, const transport::pubsub_event& ev) {
@@ -170,7 +175,10 @@ void waiter_registry::on_handoff(const std::string& name, const transport::pubsu
   const auto ticket = parse_ticket(ev.payload);
   if (ticket == 0) return;
   for (auto* w : e->waiters) {
-    if (w->ticket == ticket) return w->wake(false);
+    if (w->ticket == ticket) {
+      w->released_at = clock::now();
+      return w->wake(false);
+    }
   }
   named_early_.push_back(ticket);
   if (named_early_.size() > max_named_early) named_early_.pop_front();
@@ -182,7 +190,11 @@ void waiter_registry::on_dlock(const std::string& name, const transport::pubsub_
   e->skip_zero = true;
   const auto at = clock::now() + yield_window + std::chrono::milliseconds{1};
   auto copy = e->waiters;
-  for (auto* w : copy) w->wake_by(at);
+  const auto now = clock::now();
+  for (auto* w : copy) {
+    w->released_at = now;
+    w->wake_by(at);
+  }
 }
 
 void waiter_registry::on_redisson(const std::string& name, const transport::pubsub_event& ev) {

@@ -61,6 +61,9 @@ class waiter {
   // Re-check by `at` at the latest (a yield to Redisson's waiters).
   virtual void wake_by(clock::time_point at) = 0;
   std::uint64_t ticket = 0;  // its name in the lock's waiter queue
+  // When a release message (an unlock, a hand-off naming it, a yield) last woke it, set by the
+  // registry before waking it: the start of a hand-off, for metrics. Strand only.
+  std::optional<clock::time_point> released_at;
 };
 
 class waiter_registry {

@@ -34,7 +34,7 @@ void client_impl::warn(warning w, const std::string& message) {
   warned_ |= bit;
   event e{event_type::warning, message};
   e.warning = w;
-  observer_of(strand_).emit(e);
+  observer_->emit(e);
   if (!cfg_.on_warning) {
     if (!cfg_.on_event) std::fprintf(stderr, "dlock: warning: %s\n", message.c_str());
     return;

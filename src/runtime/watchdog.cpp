@@ -23,6 +23,7 @@ watchdog::watchdog(transport::link::executor_type strand, const scripts::runner&
       command_timeout_{command_timeout},
       watchdog_lease_{watchdog_lease},
       per_slot_{per_slot},
+      obs_{observer_of(strand_)},
       timer_{strand_} {}
 
 void watchdog::replicate_with(confirmer confirm, bool accept,
@@ -62,6 +63,7 @@ std::optional<renewal_schedule::entry> watchdog::remove(const hold_state& h) {
   auto saved = schedule_.snapshot(h.id);
   schedule_.remove(h.id);
   holds_.erase(h.id);
+  at_risk_.erase(h.id);
   unindex(h);
   return saved;
 }
@@ -188,7 +190,7 @@ void watchdog::send_group(const std::vector<renewal_schedule::id>& batch, bool r
   // Only watchdog holds are renewed, and they all have the watchdog lease.
   const auto lease = renew ? std::to_string(watchdog_lease_.count()) : std::string{"0"};
   args.push_back(lease);
-  auto& obs = observer_of(strand_);
+  auto& obs = obs_;
   for (auto id : batch) {
     const auto& h = holds_.at(id);
     auto& counts = obs.of(h->metric);
@@ -232,6 +234,7 @@ void watchdog::on_answer(const std::vector<renewal_schedule::id>& batch, bool re
     }
     if (renew) schedule_.confirmed(id, sent);
     schedule_.checked(id, sent, pttl);
+    at_risk_.erase(id);  // a renewal (or check) got through: the next failure is told again
     if (auto it = holds_.find(id); it != holds_.end()) publish(*it->second);
   }
   if (!to_replicate.empty()) {
@@ -251,6 +254,7 @@ void watchdog::on_replicated(const renewed& holds, clock::time_point sent, bool 
     if (enough || accept_shortfall_) {
       schedule_.confirmed(id, sent);
       schedule_.checked(id, sent, pttl);
+      at_risk_.erase(id);
     } else {
       schedule_.failed(id, clock::now() + shortfall_retry_);
       at_risk(id, errc::no_replicas);
@@ -265,18 +269,21 @@ void watchdog::lose(renewal_schedule::id id, loss_cause cause) {
   if (it == holds_.end()) return;
   auto h = std::move(it->second);
   holds_.erase(it);
+  at_risk_.erase(id);
   unindex(*h);
   ++leases_lost_;
-  report_lost(observer_of(strand_), *h, cause);
+  report_lost(obs_, *h, cause);
 }
 
-// A renewal (or check) of a hold still trusted failed: counted, and told as lease_at_risk.
+// A renewal (or check) of a hold still trusted failed: counted each time, and told as
+// lease_at_risk once until one gets through again (retries come every 100 ms in an outage).
 void watchdog::at_risk(renewal_schedule::id id, std::error_code why) {
   auto it = holds_.find(id);
   if (it == holds_.end()) return;
   const auto& h = *it->second;
-  auto& obs = observer_of(strand_);
+  auto& obs = obs_;
   obs.of(h.metric).renewals_failed.fetch_add(1, std::memory_order_relaxed);
+  if (!at_risk_.insert(id).second || !obs.wants_events()) return;
   const auto until = schedule_.trusted_until(id);
   const auto left = until ? std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::max(*until - clock::now(), clock::duration::zero()))

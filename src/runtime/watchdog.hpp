@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/hold.hpp"
@@ -31,6 +32,8 @@ class runner;
 }
 
 namespace dlock::detail {
+
+class observer;
 
 class watchdog {
  public:
@@ -90,12 +93,14 @@ class watchdog {
   std::chrono::milliseconds command_timeout_;
   std::chrono::milliseconds watchdog_lease_;
   bool per_slot_;
+  observer& obs_;      // the client's metrics and events
   confirmer confirm_;  // empty: no replica policy
   bool accept_shortfall_ = false;
   std::chrono::milliseconds shortfall_retry_{0};
   renewal_schedule schedule_;
   std::unordered_map<renewal_schedule::id, std::shared_ptr<hold_state>> holds_;
   std::unordered_map<std::uint16_t, std::vector<renewal_schedule::id>> by_slot_;  // cluster only
+  std::unordered_set<renewal_schedule::id> at_risk_;  // told lease_at_risk since last confirmed
   asio::steady_timer timer_;
   clock::time_point armed_for_ = clock::time_point::max();
   bool stopped_ = false;

@@ -58,10 +58,7 @@ class acquire_op final : public waiter,
     c_.track(this);
     step(m_.start(clock::now()));
   }
-  void wake(bool foreign) override {
-    woken_at_ = clock::now();
-    step(m_.on_wake(foreign, *woken_at_));
-  }
+  void wake(bool foreign) override { step(m_.on_wake(foreign, clock::now())); }
   void wake_by(clock::time_point at) override { step(m_.on_wake(false, clock::now(), at)); }
   void abort(std::error_code ec) override { step(m_.on_cancel(ec, clock::now())); }
 
@@ -122,12 +119,13 @@ class acquire_op final : public waiter,
       if (ec && m_.owes_wake()) c_.waiters().pass_on(topic_.key());
     }
     c_.untrack(this);
-    observer_of(c_.strand()).acquisition(hold_->metric, started_, ec, woken_at_);
+    c_.observer().acquisition(hold_->metric, started_, ec, m_.ended_busy(), released_at);
     if (!ec && !leased(hold_->kind)) {
-      if (hold_->count.fetch_add(1) == 0) hold_->acquired_at = clock::now();
+      if (hold_->count.fetch_add(1) == 0)
+        hold_->acquired_at = clock::now().time_since_epoch().count();
     } else if (!ec) {
       if (hold_->count.fetch_add(1) == 0) {
-        hold_->acquired_at = clock::now();
+        hold_->acquired_at = clock::now().time_since_epoch().count();
         hold_->replicated = m_.replicated();
         hold_->token = m_.token();
         c_.watchdog().add(hold_, m_.trusted_from());
@@ -151,7 +149,6 @@ class acquire_op final : public waiter,
   std::string ticket_;
   clock::time_point last_sent_{};
   const clock::time_point started_ = clock::now();  // the call (wait time)
-  std::optional<clock::time_point> woken_at_;       // the last release message (hand-off)
   std::uint64_t timer_gen_ = 0;
   std::uint64_t mark_ = 0;  // the waiter registry's mark when the last attempt was sent
   bool registered_ = false, finished_ = false;

@@ -68,6 +68,13 @@ acquire_machine::actions acquire_machine::finish(std::error_code ec, clock::time
   return a;
 }
 
+// The lock was found held with no time left to wait (or no wait asked): a "busy" outcome, unless
+// a transient error is the answer (timed_out()).
+acquire_machine::actions acquire_machine::ran_out(std::error_code ec, clock::time_point now) {
+  busy_ = ec == errc::timeout;
+  return finish(ec, now);
+}
+
 acquire_machine::actions acquire_machine::on_reply(std::error_code ec, const reply& r,
                                                    clock::time_point sent, clock::time_point now) {
   if (phase_ != phase::attempting) return {};
@@ -76,7 +83,7 @@ acquire_machine::actions acquire_machine::on_reply(std::error_code ec, const rep
     // Maybe applied, maybe not: ask again with the same expected count (and the same reason).
     may_hold_ = true;
     foreign_ = foreign_ || sent_foreign_;
-    if (waits_ && !time_left(now)) return finish(errc::timeout, now);
+    if (waits_ && !time_left(now)) return ran_out(errc::timeout, now);
     if (++resends_ <= max_resends) return attempt(now);
     return finish(ec, now);
   }
@@ -130,7 +137,7 @@ acquire_machine::actions acquire_machine::acquired(std::uint64_t token, clock::t
     back.give_back = true;
     back.give_back_have = p_.have + 1;
     may_hold_ = false;
-    auto next = time_left(now) ? attempt(now) : finish(errc::timeout, now);
+    auto next = time_left(now) ? attempt(now) : ran_out(errc::timeout, now);
     next.give_back = true;
     next.give_back_have = back.give_back_have;
     return next;
@@ -160,10 +167,10 @@ acquire_machine::actions acquire_machine::on_replicas(std::error_code ec, bool e
 }
 
 acquire_machine::actions acquire_machine::held(std::int64_t pttl, clock::time_point now) {
-  if (!waits_) return finish(errc::timeout, now);
+  if (!waits_) return ran_out(errc::timeout, now);
   may_hold_ = true;    // queued: a hand-off may name it from now on
   owes_wake_ = false;  // the `0` that woke it, if any, was answered: the lock is held
-  if (!time_left(now)) return finish(errc::timeout, now);
+  if (!time_left(now)) return ran_out(errc::timeout, now);
   const bool subscribe = !subscribed_;
   subscribed_ = true;
   const auto yield_by = std::exchange(yield_by_, std::nullopt);
@@ -189,7 +196,7 @@ acquire_machine::actions acquire_machine::on_wake(bool foreign, clock::time_poin
     if (phase_ != phase::sleeping || *after >= wake_at_) return {};
     return sleep(*after, now);
   }
-  if (!time_left(now) && phase_ == phase::sleeping) return finish(timed_out(), now);
+  if (!time_left(now) && phase_ == phase::sleeping) return ran_out(timed_out(), now);
   foreign_ = foreign_ || foreign;
   owes_wake_ = owes_wake_ || foreign;
   if (phase_ == phase::sleeping) return attempt(now);
@@ -201,7 +208,7 @@ acquire_machine::actions acquire_machine::on_timer(clock::time_point now) {
   if (phase_ == phase::done || phase_ == phase::idle) return {};
   const bool over =
       phase_ == phase::attempting ? p_.deadline && now >= *p_.deadline + grace : !time_left(now);
-  if (over && (waits_ || phase_ != phase::attempting)) return finish(timed_out(), now);
+  if (over && (waits_ || phase_ != phase::attempting)) return ran_out(timed_out(), now);
   if (phase_ == phase::sleeping) {
     if (now >= wake_at_) return attempt(now);
     return sleep(wake_at_, now);

@@ -90,6 +90,9 @@ class acquire_machine {
   // A `0` woke it and no attempt since found the lock held: ending without the lock, it owes
   // that wake-up to the next waiter of its process (the lock may be free).
   bool owes_wake() const noexcept { return owes_wake_; }
+  // Finished as "busy" (metrics): found held until its deadline, or held when it would not wait;
+  // not an error that ended it (a command timeout after the resends is a failure).
+  bool ended_busy() const noexcept { return busy_; }
 
  private:
   enum class phase { idle, attempting, replicating, sleeping, done };
@@ -97,6 +100,7 @@ class acquire_machine {
   actions attempt(clock::time_point now);
   actions sleep(clock::time_point until, clock::time_point now);
   actions finish(std::error_code ec, clock::time_point now);
+  actions ran_out(std::error_code ec, clock::time_point now);
   std::error_code timed_out() const;
   actions on_error(std::error_code ec, clock::time_point sent, clock::time_point now);
   actions acquired(std::uint64_t token, clock::time_point sent, clock::time_point now);
@@ -104,6 +108,7 @@ class acquire_machine {
 
   params p_;
   phase phase_ = phase::idle;
+  bool busy_ = false;          // finished by ran_out(): found held until the deadline
   bool waits_ = false;         // may wait: it queues, and subscribes when the lock is held
   bool wake_pending_ = false;  // woken while attempting: attempt again after the reply
   bool in_flight_ = false;     // an attempt is out

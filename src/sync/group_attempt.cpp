@@ -16,7 +16,6 @@ void track(client_impl& c, const std::vector<std::shared_ptr<hold_state>>& holds
     auto& h = *holds[i];
     h.token = static_cast<std::uint64_t>(e[i + 1].integer());
     h.count = 1;
-    h.acquired_at = clock::now();
     c.watchdog().add(holds[i], sent);
   }
 }

@@ -291,6 +291,10 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
     auto done = std::move(done_);
     std::vector<lease> out;
     if (!ec) out = std::move(leases_);
+    const auto handed = clock::now().time_since_epoch().count();
+    for (const auto& l : out) {
+      if (const auto& h = lease_access::hold(l)) h->acquired_at = handed;
+    }
     leases_ = std::vector<lease>(members_.size());
     if (listening_) round_waiter::stop(std::exchange(listening_, nullptr));
     auto& first = *members_.front().client;
@@ -301,7 +305,9 @@ class group_op final : public abortable, public std::enable_shared_from_this<gro
       first.post_if_running([self = shared_from_this()] { self->untrack(); });
     }
     lk.unlock();
-    if (done) observer_of(first.strand()).acquisition(req_.kind, started_, ec);
+    // The round machine ends with timeout only at its deadline (an error a retry would meet
+    // again is the answer otherwise).
+    if (done) first.observer().acquisition(req_.kind, started_, ec, ec == errc::timeout);
     if (done) done(ec, std::move(out));
   }
 

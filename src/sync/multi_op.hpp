@@ -24,6 +24,7 @@ struct lease_access {
     return lease{std::move(c), std::move(h)};
   }
   static std::shared_ptr<client_impl> client(const lease& l) { return l.client_.lock(); }
+  static const std::shared_ptr<hold_state>& hold(const lease& l) { return l.hold_; }
 };
 
 struct group_request {

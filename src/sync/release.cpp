@@ -92,13 +92,13 @@ struct release_op : std::enable_shared_from_this<release_op> {
     if (out.what == release_outcome::lost) {
       hold->count = 0;
       c.watchdog().remove(*hold);
-      report_lost(observer_of(c.strand()), *hold, loss_cause::not_held);
+      report_lost(c.observer(), *hold, loss_cause::not_held);
       return finish(errc::lease_lost, true);
     }
     report_replication(out.freed);
     hold->count = out.freed ? 0 : have - 1;
     if (out.freed) {
-      report_released(observer_of(c.strand()), *hold);
+      report_released(c.observer(), *hold);
       c.watchdog().remove(*hold);
     } else {
       c.watchdog().refreshed(*hold, sent, hold->lease);  // a partial release resets the lease
@@ -117,7 +117,7 @@ void start_release(client_impl& c, std::shared_ptr<hold_state> h, completion<boo
     // fired yet.
     const auto trusted = c.watchdog().trusted_until(*h);
     if (!h->lost && (!trusted || *trusted <= clock::now())) {
-      report_lost(observer_of(c.strand()), *h, loss_cause::unconfirmed);
+      report_lost(c.observer(), *h, loss_cause::unconfirmed);
     }
     auto op = std::make_shared<release_op>(c, h, std::move(complete));
     op->was_lost = h->lost;

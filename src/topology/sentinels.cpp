@@ -136,12 +136,14 @@ void sentinels::moved_from(const endpoint& before) {
   std::erase_if(demotions_, [&](const demotion& d) { return d.node == now; });
   auto& obs = detail::observer_of(strand_);
   obs.failovers.fetch_add(1, std::memory_order_relaxed);
-  const auto node = now.host + ":" + std::to_string(now.port);
-  const auto message = "failover followed: master " + before.host + ":" +
-                       std::to_string(before.port) + " -> " + node;
-  event e{event_type::failover, message};
-  e.node = node;
-  obs.emit(e);
+  if (obs.wants_events()) {
+    const auto node = now.host + ":" + std::to_string(now.port);
+    const auto message = "failover followed: master " + before.host + ":" +
+                         std::to_string(before.port) + " -> " + node;
+    event e{event_type::failover, message};
+    e.node = node;
+    obs.emit(e);
+  }
   if (on_switch_) on_switch_(now);
 }
 

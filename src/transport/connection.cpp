@@ -10,9 +10,7 @@
 namespace dlock::transport {
 
 connection::connection(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
-    : link{std::move(strand), std::move(cfg), std::move(tls)},
-      deadline_timer_{get_executor()},
-      obs_{detail::observer_of(get_executor())} {}
+    : link{std::move(strand), std::move(cfg), std::move(tls)}, deadline_timer_{get_executor()} {}
 
 void connection::submit(std::string payload, clock::duration timeout, reply_handler handler) {
   submit_on(0, std::move(payload), timeout, std::move(handler));
@@ -22,7 +20,7 @@ void connection::submit_on(std::uint64_t generation, std::string payload, clock:
                            reply_handler handler) {
   const auto now = clock::now();
   request r{std::move(payload), now + timeout, now + cfg().connect_timeout,
-            std::move(handler), generation,    obs_.errors.data()};
+            std::move(handler), generation,    observer().errors.data()};
   {
     std::unique_lock lock{mu_};
     if (!closed_) {
@@ -43,6 +41,10 @@ void connection::submit_on(std::uint64_t generation, std::string payload, clock:
     }
   }
   // Never complete inside the initiating call: the caller may hold a lock its handler takes.
+  // Counted here: the completion runs on a system thread, maybe after the client (and its
+  // observer) is gone.
+  observer().count_error(errc::shutdown);
+  r.errors = nullptr;
   asio::post(asio::system_executor{},
              [r = std::move(r)]() mutable { complete(r, errc::shutdown); });
 }
@@ -82,7 +84,7 @@ void connection::fill_write(std::string& out) {
   const completing walk{completing_};
   const auto before = pipe_.in_flight();
   pipe_.take_writes(out, generation_);
-  obs_.commands_sent.fetch_add(pipe_.in_flight() - before, std::memory_order_relaxed);
+  observer().commands_sent.fetch_add(pipe_.in_flight() - before, std::memory_order_relaxed);
 }
 
 void connection::on_ready() {

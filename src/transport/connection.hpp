@@ -22,10 +22,6 @@
 #include "transport/link.hpp"
 #include "transport/pipeline.hpp"
 
-namespace dlock::detail {
-class observer;
-}
-
 namespace dlock::transport {
 
 class connection final : public link {
@@ -94,7 +90,6 @@ class connection final : public link {
 
   pipeline pipe_;
   asio::steady_timer deadline_timer_;
-  detail::observer& obs_;  // the client's counters (runtime/observer.hpp)
   clock::time_point armed_for_ = clock::time_point::max();
   std::uint64_t generation_ = 0;
   std::function<void()> on_reconnect_;

@@ -38,6 +38,7 @@ std::uint64_t seed() {
 
 link::link(executor_type strand, config cfg, std::shared_ptr<asio::ssl::context> tls)
     : strand_{std::move(strand)},
+      obs_{detail::observer_of(strand_)},
       cfg_{std::move(cfg)},
       tls_{std::move(tls)},
       resolver_{strand_},
@@ -262,10 +263,12 @@ void link::arm_health_check() {
 }
 
 void link::report_connection(event_type what, std::error_code why) const {
-  auto& obs = detail::observer_of(strand_);
+  auto& obs = obs_;
   (what == event_type::reconnected ? obs.reconnects : obs.disconnects)
       .fetch_add(1, std::memory_order_relaxed);
-  const auto node = cfg_.host + ":" + std::to_string(cfg_.port);
+  if (!obs.wants_events()) return;
+  const bool v6 = cfg_.host.find(':') != std::string::npos;
+  const auto node = (v6 ? "[" + cfg_.host + "]" : cfg_.host) + ":" + std::to_string(cfg_.port);
   std::string message{to_string(what)};
   message += " " + node;
   if (why) message += ": " + why.message();
@@ -277,7 +280,7 @@ void link::report_connection(event_type what, std::error_code why) const {
 
 void link::drop(std::error_code why) {
   if (state_ == state::stopped) return;
-  if (state_ == state::ready) report_connection(event_type::disconnected, why);
+  const bool was_ready = state_ == state::ready;
   // Sentinel mode: a master that could not be reached may be one a sentinel still names after a
   // failover: the sentinels are asked again before the next attempt. (A ROLE refusal has asked.)
   if (locate_ && not_master_ && state_ != state::ready && why != errc::read_only) not_master_();
@@ -289,6 +292,9 @@ void link::drop(std::error_code why) {
   state_ = state::idle;
   last_error_ = why;
   on_down(why);
+  // Told once the link is down and its requests answered: what the callback submits waits for
+  // the reconnect.
+  if (was_ready) report_connection(event_type::disconnected, why);
   if (state_ != state::idle) return;  // on_down stopped us
   if (down_hook_) down_hook_(why);
   retry_timer_.expires_after(backoff_.next());

@@ -44,6 +44,10 @@
 #include "resp/reader.hpp"
 #include "transport/backoff.hpp"
 
+namespace dlock::detail {
+class observer;
+}
+
 namespace dlock::transport {
 
 // Appends a new connection's handshake for `cfg` — AUTH, SELECT, CLIENT SETNAME `client_name`,
@@ -120,6 +124,7 @@ class link : public std::enable_shared_from_this<link> {
   std::optional<std::pair<asio::ip::tcp::endpoint, std::uint64_t>> peer() const;
 
  protected:
+  detail::observer& observer() const noexcept { return obs_; }
   // Hooks, all on the strand.
   virtual void on_ready() = 0;                    // handshake done; may want_write()
   virtual void on_reply(reply r) = 0;             // a reply after the handshake
@@ -167,6 +172,7 @@ class link : public std::enable_shared_from_this<link> {
   void close_stream();
 
   executor_type strand_;
+  detail::observer& obs_;  // the client's metrics and events (a service of its io_context)
   config cfg_;
   std::shared_ptr<asio::ssl::context> tls_;
   std::shared_ptr<stream> stream_;

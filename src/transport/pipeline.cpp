@@ -3,13 +3,15 @@
 #include <algorithm>
 
 #include "dlock/error.hpp"
+#include "dlock/metrics.hpp"
 
 namespace dlock::transport {
 
 void complete(request& r, std::error_code ec, reply value) {
   if (!r.handler) return;
   if (ec && r.errors) {
-    const bool ours = ec.category() == error_category() && ec.value() > 0 && ec.value() < 64;
+    const bool ours = ec.category() == error_category() && ec.value() > 0 &&
+                      static_cast<std::size_t>(ec.value()) < errc_slots;
     r.errors[ours ? ec.value() : 0].fetch_add(1, std::memory_order_relaxed);
   }
   auto handler = std::move(r.handler);

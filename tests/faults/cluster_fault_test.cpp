@@ -169,6 +169,7 @@ TEST_F(cluster_faults, resharding_the_slot_by_hand_while_held_and_waited) {
       [](auto& rt) { return rt.redirected(); });
   EXPECT_GT(counts.ask, 0u);
   EXPECT_GT(counts.try_again, 0u);
+  EXPECT_EQ(probe.metrics().redirects, counts.ask + counts.moved);  // as client::metrics() says
   EXPECT_EQ(probe.failures(), 0) << "the probe's lock calls failed";
   measured("resharding by hand (the slot migrating for " + ms_text(done - at) + " ms): the " +
            "probe followed " + std::to_string(counts.ask) + " ASK, " +

@@ -57,6 +57,8 @@ class probe_client {
   // Starts a new measurement of longest_ms() (a phase of a scenario).
   void reset_longest() { longest_ns_ = 0; }
 
+  dlock::metrics metrics() const { return client_.metrics(); }
+
   // The router's record, read on the client's strand.
   template <class T, class F>
   T on_router(F read) {

@@ -9,6 +9,7 @@
 #include <regex>
 #include <string>
 
+#include "dlock/prometheus.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_server.hpp"
 
@@ -67,6 +68,25 @@ TEST(metrics_export, a_scrape_of_the_exporter_passes_promtool_and_counts_the_wor
   EXPECT_NE(promtool_check(scrape + "dlock_broken{kind=\"mutex\" 1\n", verdict), 0);
   promtool_check("# HELP dlock_x x\n# TYPE dlock_x counter\ndlock_x 1\n", verdict);
   EXPECT_NE(verdict.find("_total"), std::string::npos) << verdict;
+}
+
+TEST(prometheus_collector, refuses_label_names_its_families_use_or_prometheus_refuses) {
+  dlock::client c{dlock::config::from_uri("redis://127.0.0.1:1?connect_timeout=100ms")};
+  for (const char* bad :
+       {"kind", "outcome", "cause", "errc", "le", "__name", "9lives", "a-b", ""}) {
+    try {
+      dlock::prometheus_collector collector{c, {{bad, "x"}}};
+      ADD_FAILURE() << "accepted label name '" << bad << "'";
+    } catch (const dlock::lock_error& e) {
+      EXPECT_EQ(e.code(), dlock::errc::invalid_argument) << bad;
+    }
+  }
+  dlock::prometheus_collector fine{c, {{"service", "orders"}, {"zone_2", "b"}}};
+  const auto families = fine.Collect();
+  ASSERT_FALSE(families.empty());  // the client-wide counters, even before any lock
+  for (const auto& f : families) {
+    for (const auto& m : f.metric) EXPECT_EQ(m.label.at(0).name, "service") << f.name;
+  }
 }
 
 TEST(events_example, logs_the_lease_lost_when_the_lock_vanishes_under_its_holder) {

@@ -87,6 +87,8 @@ TEST_F(sentinel_mode, follows_a_killed_master_and_keeps_a_replicated_hold) {
   EXPECT_TRUE(contender.try_lock_for(2s)) << "the unlock reached the new master";
   contender.unlock();
   expect_nothing_sent_after_demotion(c);
+  EXPECT_GE(c.metrics().failovers, 1u);
+  EXPECT_GE(c.metrics().reconnects, 1u);
   std::printf("[ measured ] kill -9 of the master: new master after %lld ms; hold kept\n",
               static_cast<long long>(failed_over));
 }

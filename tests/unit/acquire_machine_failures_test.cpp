@@ -87,6 +87,9 @@ TEST(acquire_machine_failures, a_lost_reply_is_resent_with_the_same_count_up_to_
     EXPECT_EQ(show(reentry.on_reply(err(errc::timeout), none, t0, t0)), "attempt(2,b=3000ms)");
   EXPECT_EQ(show(reentry.on_reply(err(errc::timeout), none, t0, t0)),
             "complete(timeout) give_back(3)");
+  // A timeout of the commands is a failure, not "busy" (metrics): the lock was never seen held.
+  EXPECT_FALSE(reentry.ended_busy());
+  EXPECT_FALSE(m.ended_busy());
 }
 
 TEST(acquire_machine_failures, a_reply_starts_the_resend_count_again) {

@@ -56,6 +56,7 @@ TEST(acquire_machine, a_single_try_that_finds_the_lock_held_gives_nothing_back) 
   machine m{single_try()};
   m.start(t0);
   EXPECT_EQ(show(m.on_reply(ok, held(5000), t0, t0 + 1ms)), "complete(timeout)");
+  EXPECT_TRUE(m.ended_busy());  // metrics: busy, not failed
 
   machine y{single_try()};
   y.start(t0);
@@ -208,6 +209,7 @@ TEST(acquire_machine, a_held_reply_after_the_deadline_completes_once) {
   // The reply is handled before the timer at the deadline plus the grace.
   EXPECT_EQ(show(m.on_reply(ok, held(5000), t0, t0 + 1001ms)), "complete(timeout) give_back(1)");
   EXPECT_EQ(show(m.on_timer(t0 + 1050ms)), "");
+  EXPECT_TRUE(m.ended_busy());
 
   machine y{waiting(1s)};
   y.start(t0);
