@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <system_error>
 
 #include "dlock/error.hpp"
 
@@ -88,8 +89,14 @@ struct kind_metrics {
   std::uint64_t lost() const noexcept { return leases_lost[0] + leases_lost[1]; }
 };
 
-// errc values run from 1 to this (error.hpp); errors[0] is unused.
+// errc values run from 1 to below this (error.hpp); errors[0] counts other categories.
 inline constexpr std::size_t errc_slots = 64;
+// Where `ec` is counted in metrics::errors: its errc value, or 0 for another category.
+inline std::size_t errc_slot(std::error_code ec) noexcept {
+  const bool ours = ec.category() == error_category() && ec.value() > 0 &&
+                    static_cast<std::size_t>(ec.value()) < errc_slots;
+  return ours ? static_cast<std::size_t>(ec.value()) : 0;
+}
 
 struct metrics {
   std::array<kind_metrics, sync_kind_count> kinds{};
@@ -104,10 +111,7 @@ struct metrics {
   std::array<std::uint64_t, errc_slots> errors{};
 
   const kind_metrics& of(sync_kind k) const noexcept { return kinds[static_cast<std::size_t>(k)]; }
-  std::uint64_t errors_of(errc e) const noexcept {
-    const auto i = static_cast<std::size_t>(e);
-    return i < errors.size() ? errors[i] : 0;
-  }
+  std::uint64_t errors_of(errc e) const noexcept { return errors[errc_slot(e)]; }
 };
 
 }  // namespace dlock

@@ -34,12 +34,7 @@ histogram atomic_histogram::read() const noexcept {
 }
 
 void observer::count_error(std::error_code ec) noexcept {
-  std::size_t i = 0;  // errors of other categories
-  if (ec.category() == error_category() && ec.value() > 0 &&
-      static_cast<std::size_t>(ec.value()) < errors.size()) {
-    i = static_cast<std::size_t>(ec.value());
-  }
-  errors[i].fetch_add(1, relaxed);
+  errors[errc_slot(ec)].fetch_add(1, relaxed);
 }
 
 void observer::acquisition(sync_kind k, std::chrono::steady_clock::time_point started,

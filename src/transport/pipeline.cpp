@@ -10,9 +10,7 @@ namespace dlock::transport {
 void complete(request& r, std::error_code ec, reply value) {
   if (!r.handler) return;
   if (ec && r.errors) {
-    const bool ours = ec.category() == error_category() && ec.value() > 0 &&
-                      static_cast<std::size_t>(ec.value()) < errc_slots;
-    r.errors[ours ? ec.value() : 0].fetch_add(1, std::memory_order_relaxed);
+    r.errors[errc_slot(ec)].fetch_add(1, std::memory_order_relaxed);
   }
   auto handler = std::move(r.handler);
   r.handler = nullptr;
